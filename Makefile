@@ -1,0 +1,48 @@
+# The two commands a newcomer needs: `make demo` (the main job) and `make test` (all tests).
+# Everything they need is installed by this file and by `kafka-mirror dev` into the user cache.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test unit lint crds dev-up dev-down build clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## The main job: dev stack up, CRDs and the example mirror applied, status shown.
+demo: $(STAMP)
+	$(BIN)/kafka-mirror demo
+
+## All the tests: lint, then unit and integration tests against the real parts.
+test: lint build
+	$(BIN)/pytest
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check operator tests
+	$(BIN)/ruff format --check operator tests
+	$(BIN)/mypy
+
+## Install Kafka, etcd, kube-apiserver and Helm into the cache (first run: ~15 minutes).
+build: $(STAMP)
+	$(BIN)/kafka-mirror dev build
+
+crds: $(STAMP)
+	$(BIN)/kafka-mirror crds
+
+dev-up: $(STAMP)
+	$(BIN)/kafka-mirror dev up
+
+dev-down: $(STAMP)
+	$(BIN)/kafka-mirror dev down
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,506 @@
+"""The custom resources' API: spec and status models for KafkaMirror and MirrorTopicSelection.
+
+These pydantic models are the single source of truth: the operator parses objects with them,
+and `kafka_mirror.api.crdgen` renders the CRDs in `crds/` from them. Field names are snake_case
+in Python and camelCase on the wire. Rules the API server can check (enums, patterns, bounds,
+CEL rules) go in the schema so bad objects are refused at `kubectl apply`; rules it cannot
+(regular-expression syntax) are checked here and reported in a status condition.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+GROUP = "kafkamirror.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+ApiVersion = Literal["kafkamirror.io/v1alpha1"]
+
+# Kafka's own limit on topic names (Topic.MAX_NAME_LENGTH).
+MAX_TOPIC_NAME_LENGTH = 249
+MAX_PATTERNS = 256
+MAX_PATTERN_LENGTH = 1024
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# An alias is part of remote topic names, so it must be a legal topic-name fragment without the
+# separator characters that would make `t.A` ambiguous.
+CLUSTER_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+BOOTSTRAP_SERVERS = r"^[^\s,]+:[0-9]{1,5}(,[^\s,]+:[0-9]{1,5})*$"
+CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
+
+# Client settings the operator owns: connection, security (credentials come from Secrets), and
+# the worker's delivery guarantees. Refused in `spec.*.config`.
+FORBIDDEN_CONFIG_KEYS = (
+    "bootstrap.servers",
+    "security.protocol",
+    "group.id",
+    "client.id",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "enable.idempotence",
+    "acks",
+    "transactional.id",
+)
+FORBIDDEN_CONFIG_PREFIXES = ("sasl.", "ssl.")
+
+# The CEL rule and the Python check below say the same thing; a unit test keeps them together.
+_FORBIDDEN_KEYS_CEL = (
+    "self.all(k, !(k in ["
+    + ", ".join(f"'{key}'" for key in FORBIDDEN_CONFIG_KEYS)
+    + "]) && "
+    + " && ".join(f"!k.startsWith('{prefix}')" for prefix in FORBIDDEN_CONFIG_PREFIXES)
+    + ")"
+)
+_FORBIDDEN_KEYS_MESSAGE = (
+    "config may not set connection, security or delivery settings ("
+    + ", ".join(FORBIDDEN_CONFIG_KEYS)
+    + ", "
+    + ", ".join(p + "*" for p in FORBIDDEN_CONFIG_PREFIXES)
+    + "): use the tls and sasl sections with Secret references instead"
+)
+
+
+def cel(rule: str, message: str) -> dict[str, Any]:
+    """A CEL validation rule for the generated CRD schema."""
+    return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
+
+
+def section(model: type[BaseModel], description: str) -> Any:
+    """A nested settings object that is optional and defaults to its own defaults.
+
+    The CRD says `default: {}` so the API server fills in the nested defaults too.
+    """
+    return Field(default_factory=model, description=description)
+
+
+class ApiModel(BaseModel):
+    """Base of spec models: camelCase on the wire, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class StatusModel(BaseModel):
+    """Base of status models: camelCase on the wire; tolerant of fields it does not know."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+ShortString = Annotated[str, Field(min_length=1, max_length=253)]
+StringMap = Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
+
+
+# --- clusters -----------------------------------------------------------------------------
+
+
+class SecretKeyRef(ApiModel):
+    """One key of a Secret in the mirror's namespace."""
+
+    name: Annotated[
+        str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    ]
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
+
+
+class TlsSettings(ApiModel):
+    """TLS towards the cluster. Certificates come from Secrets, mounted into the worker."""
+
+    enabled: bool = Field(default=False, description="Connect with TLS.")
+    ca_certificate: SecretKeyRef | None = Field(
+        default=None,
+        description="PEM CA bundle that signed the brokers' certificates; the system CAs if unset.",
+    )
+    client_certificate: SecretKeyRef | None = Field(
+        default=None, description="PEM client certificate, for mutual TLS."
+    )
+    client_key: SecretKeyRef | None = Field(
+        default=None, description="PEM private key of the client certificate."
+    )
+    verify_hostname: bool = Field(default=True, description="Check the brokers' host names.")
+
+
+class SaslSettings(ApiModel):
+    """SASL authentication. The password (and optionally the user name) come from Secrets."""
+
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        description="SASL mechanism."
+    )
+    username: Annotated[str, Field(min_length=1, max_length=253)] | None = Field(
+        default=None, description="User name, when it is not secret."
+    )
+    username_secret: SecretKeyRef | None = Field(
+        default=None, description="User name from a Secret (instead of `username`)."
+    )
+    password_secret: SecretKeyRef = Field(description="Password from a Secret.")
+
+
+class KafkaCluster(ApiModel):
+    """How to reach one Kafka cluster, and the alias it has in topic names."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "has(self.sasl) ? (has(self.sasl.username) != has(self.sasl.usernameSecret)) : true",
+            "sasl needs exactly one of username and usernameSecret",
+        )
+    )
+
+    alias: Annotated[str, Field(min_length=1, max_length=64, pattern=CLUSTER_ALIAS)] = Field(
+        description="Cluster alias used in remote topic names (for example `A`, `us-south`)."
+    )
+    bootstrap_servers: Annotated[
+        str, Field(min_length=1, max_length=2048, pattern=BOOTSTRAP_SERVERS)
+    ] = Field(description="Comma-separated host:port list of brokers.")
+    tls: TlsSettings = section(TlsSettings, "TLS settings.")
+    sasl: SaslSettings | None = Field(default=None, description="SASL authentication.")
+    config: StringMap = Field(
+        default_factory=dict,
+        description=(
+            "Extra librdkafka client settings for both consumer and producer. Connection, "
+            "security and delivery settings are refused."
+        ),
+        json_schema_extra=cel(_FORBIDDEN_KEYS_CEL, _FORBIDDEN_KEYS_MESSAGE),
+    )
+
+    @field_validator("config")
+    @classmethod
+    def _refuse_owned_keys(cls, config: dict[str, str]) -> dict[str, str]:
+        refused = sorted(key for key in config if is_forbidden_config_key(key))
+        if refused:
+            raise ValueError(f"{_FORBIDDEN_KEYS_MESSAGE}; refused: {', '.join(refused)}")
+        return config
+
+
+def is_forbidden_config_key(key: str) -> bool:
+    return key in FORBIDDEN_CONFIG_KEYS or key.startswith(FORBIDDEN_CONFIG_PREFIXES)
+
+
+# --- mirroring behaviour ------------------------------------------------------------------
+
+
+class TopicNaming(ApiModel):
+    """How a source topic is named on the target."""
+
+    policy: Literal["suffix", "prefix", "identity"] = Field(
+        default="suffix",
+        description=(
+            "`suffix`: `t` on A becomes `t.A` (IBM Event Streams); `prefix`: `A.t` "
+            "(MirrorMaker 2's DefaultReplicationPolicy); `identity`: `t` (cycles are then "
+            "prevented by a provenance header)."
+        ),
+    )
+    separator: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[._-]+$")] = Field(
+        default=".", description="Between the topic name and the alias."
+    )
+
+
+class OffsetSyncs(ApiModel):
+    """Offset syncs, in MirrorMaker 2's format and topic (`mm2-offset-syncs.<alias>.internal`)."""
+
+    max_lag: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=100,
+        description="Emit a sync at least every this many records "
+        "(MirrorMaker 2's offset.lag.max).",
+    )
+    location: Literal["source", "target"] = Field(
+        default="source",
+        description="Cluster holding the offset-syncs topic (MirrorMaker 2's "
+        "offset-syncs.topic.location).",
+    )
+
+
+class GroupSelection(ApiModel):
+    """Consumer groups whose offsets are checkpointed, as whole-name regular expressions."""
+
+    includes: Annotated[
+        list[Annotated[str, Field(max_length=MAX_PATTERN_LENGTH)]], Field(max_length=MAX_PATTERNS)
+    ] = Field(default_factory=lambda: [".*"], description="Groups matching any of these.")
+    excludes: Annotated[
+        list[Annotated[str, Field(max_length=MAX_PATTERN_LENGTH)]], Field(max_length=MAX_PATTERNS)
+    ] = Field(default_factory=list, description="...and none of these.")
+
+    @field_validator("includes", "excludes")
+    @classmethod
+    def _compile(cls, patterns: list[str]) -> list[str]:
+        return validate_patterns(patterns)
+
+
+class Checkpoints(ApiModel):
+    """Checkpoints of source consumer groups into `<source alias>.checkpoints.internal`."""
+
+    enabled: bool = Field(default=True, description="Emit checkpoints.")
+    interval_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(
+        default=60, description="How often group offsets are read and checkpointed."
+    )
+    groups: GroupSelection = section(GroupSelection, "Which consumer groups.")
+    sync_group_offsets: bool = Field(
+        default=False,
+        description="Also commit translated offsets to the same group on the target, while that "
+        "group has no active members there; never backwards.",
+    )
+
+
+class Heartbeats(ApiModel):
+    """Heartbeats into the `heartbeats` topic on the target, as MirrorMaker 2 writes them."""
+
+    enabled: bool = Field(default=True, description="Emit heartbeats.")
+    interval_seconds: Annotated[int, Field(ge=1, le=3_600)] = Field(
+        default=1, description="Seconds between heartbeats."
+    )
+
+
+class TopicConfigSync(ApiModel):
+    """Remote topics follow the source topics' configuration and partition count."""
+
+    enabled: bool = Field(default=True, description="Copy topic configs from the source.")
+    interval_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
+        default=600, description="How often configs are compared and copied."
+    )
+    excludes: Annotated[
+        list[Annotated[str, Field(max_length=MAX_PATTERN_LENGTH)]], Field(max_length=MAX_PATTERNS)
+    ] = Field(
+        default_factory=list,
+        description="Extra config names never copied (beyond MirrorMaker 2's own exclusions).",
+    )
+
+
+class SparkSettings(ApiModel):
+    """Where the audit's Spark job runs."""
+
+    master: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
+        default="local[*]",
+        description="Spark master URL; local mode inside the job pod by default, or a cluster "
+        "(for example `k8s://https://kubernetes.default.svc`).",
+    )
+    conf: StringMap = Field(default_factory=dict, description="Extra Spark configuration.")
+
+
+class AuditSettings(ApiModel):
+    """The offset-translation and completeness audit, run by a CronJob."""
+
+    schedule: Annotated[str, Field(max_length=128, pattern=CRON_SCHEDULE)] = Field(
+        default="0 */6 * * *", description="Cron schedule of the audit."
+    )
+    suspend: bool = Field(default=False, description="Suspend the audit CronJob.")
+    spark: SparkSettings = section(SparkSettings, "Spark settings.")
+
+
+class Toleration(ApiModel):
+    """A pod toleration (core/v1 Toleration)."""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+Quantity = Annotated[str, Field(max_length=64, pattern=r"^[0-9.]+[a-zA-Z]*$")]
+
+
+class Resources(ApiModel):
+    """Container resources (core/v1 ResourceRequirements, quantities as strings)."""
+
+    requests: Annotated[dict[str, Quantity], Field(max_length=16)] = Field(default_factory=dict)
+    limits: Annotated[dict[str, Quantity], Field(max_length=16)] = Field(default_factory=dict)
+
+
+class WorkerPod(ApiModel):
+    """Settings of the worker pods."""
+
+    image: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        default=None, description="Worker image; the operator's own image if unset."
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(default="IfNotPresent")
+    resources: Resources = section(Resources, "Container resources.")
+    node_selector: StringMap = Field(default_factory=dict)
+    tolerations: Annotated[list[Toleration], Field(max_length=64)] = Field(default_factory=list)
+    annotations: StringMap = Field(default_factory=dict, description="Extra pod annotations.")
+
+
+class KafkaMirrorSpec(ApiModel):
+    """One mirror: source cluster to target cluster."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "self.source.alias != self.target.alias",
+            "source and target must have different aliases",
+        )
+    )
+
+    source: KafkaCluster = Field(description="The cluster topics are mirrored from.")
+    target: KafkaCluster = Field(description="The cluster topics are mirrored to.")
+    topic_naming: TopicNaming = section(TopicNaming, "Remote topic naming.")
+    replicas: Annotated[int, Field(ge=0, le=1_000)] = Field(
+        default=1, description="Worker pods; they share the source partitions."
+    )
+    paused: bool = Field(default=False, description="Stop all workers, keeping their progress.")
+    refresh_topics_interval_seconds: Annotated[int, Field(ge=1, le=3_600)] = Field(
+        default=10, description="How often the source topic list is read for new topics."
+    )
+    offset_syncs: OffsetSyncs = section(OffsetSyncs, "Offset syncs.")
+    checkpoints: Checkpoints = section(Checkpoints, "Consumer-group checkpoints.")
+    heartbeats: Heartbeats = section(Heartbeats, "Heartbeats.")
+    topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic configuration sync.")
+    audit: AuditSettings = section(AuditSettings, "The audit CronJob.")
+    worker: WorkerPod = section(WorkerPod, "Worker pod settings.")
+
+    @field_validator("target")
+    @classmethod
+    def _aliases_differ(cls, target: KafkaCluster, info: Any) -> KafkaCluster:
+        source = info.data.get("source")
+        if source is not None and source.alias == target.alias:
+            raise ValueError("source and target must have different aliases")
+        return target
+
+
+class MirrorTopicSelectionSpec(ApiModel):
+    """Source topics to mirror, as whole-name regular expressions.
+
+    A topic is selected when it matches any include and no exclude. All selections of a mirror
+    are a union; a mirror without selections mirrors nothing.
+    """
+
+    mirror: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)] = Field(
+        description="Name of the KafkaMirror in the same namespace."
+    )
+    includes: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_LENGTH)]],
+        Field(max_length=MAX_PATTERNS),
+    ] = Field(default_factory=list, description="Topics matching any of these are selected.")
+    excludes: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_LENGTH)]],
+        Field(max_length=MAX_PATTERNS),
+    ] = Field(default_factory=list, description="...unless they match one of these.")
+
+    @field_validator("includes", "excludes")
+    @classmethod
+    def _compile(cls, patterns: list[str]) -> list[str]:
+        return validate_patterns(patterns)
+
+
+def validate_patterns(patterns: list[str]) -> list[str]:
+    """Refuse patterns that do not compile, naming each with the reason."""
+    problems = [f"{p!r}: {reason}" for p in patterns if (reason := pattern_error(p)) is not None]
+    if problems:
+        raise ValueError("invalid regular expression " + "; ".join(problems))
+    return patterns
+
+
+def pattern_error(pattern: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        return str(error)
+    return None
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+class Condition(StatusModel):
+    """A standard Kubernetes condition (kstatus-compatible)."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+    observed_generation: int | None = None
+
+
+class TopicStatus(StatusModel):
+    """Mirroring figures of one topic."""
+
+    name: str
+    remote_name: str
+    lag: int = 0
+    latency_seconds: float | None = None
+    bytes_per_second: float | None = None
+
+
+class SkippedTopic(StatusModel):
+    """A selected topic that is not mirrored, and why."""
+
+    name: str
+    reason: str
+
+
+class AuditResult(StatusModel):
+    """Summary of the last audit run."""
+
+    time: datetime | None = None
+    result: Literal["Passed", "Failed", "Error"] | None = None
+    records_checked: int = 0
+    missing: int = 0
+    duplicates: int = 0
+    unsafe_checkpoints: int = 0
+    max_reread_distance: int = 0
+    message: str = ""
+
+
+class KafkaMirrorStatus(StatusModel):
+    """What the operator observed. Per-topic lists are bounded; totals cover every topic."""
+
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    replicas: int = 0
+    ready_replicas: int = 0
+    label_selector: str = ""
+    active_topic_count: int = 0
+    active_topics: list[str] = Field(default_factory=list)
+    topics: list[TopicStatus] = Field(default_factory=list)
+    skipped_topics: list[SkippedTopic] = Field(default_factory=list)
+    total_lag: int = 0
+    max_latency_seconds: float | None = None
+    last_audit: AuditResult | None = None
+
+
+class MirrorTopicSelectionStatus(StatusModel):
+    """Topics a selection matches now, and problems with it."""
+
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    matched_topic_count: int = 0
+    matched_topics: list[str] = Field(default_factory=list)
+    invalid_patterns: list[str] = Field(default_factory=list)
+
+
+# --- whole objects ----------------------------------------------------------------------------
+
+
+class KafkaMirror(BaseModel):
+    """A KafkaMirror object as the API server returns it."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    api_version: Literal["kafkamirror.io/v1alpha1"] = Field(
+        "kafkamirror.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["KafkaMirror"] = "KafkaMirror"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: KafkaMirrorSpec
+    status: KafkaMirrorStatus = Field(default_factory=KafkaMirrorStatus)
+
+
+class MirrorTopicSelection(BaseModel):
+    """A MirrorTopicSelection object as the API server returns it."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    api_version: Literal["kafkamirror.io/v1alpha1"] = Field(
+        "kafkamirror.io/v1alpha1", alias="apiVersion"
+    )
+    kind: Literal["MirrorTopicSelection"] = "MirrorTopicSelection"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: MirrorTopicSelectionSpec
+    status: MirrorTopicSelectionStatus = Field(default_factory=MirrorTopicSelectionStatus)

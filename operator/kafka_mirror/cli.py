@@ -1,0 +1,78 @@
+"""`kafka-mirror`: the command line of every part of the project."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from kafka_mirror.devstack.builds import REPO_ROOT, MissingPrerequisite
+
+
+def _crds(args: argparse.Namespace) -> None:
+    from kafka_mirror.api.crdgen import write_crds
+
+    directories = [Path(d) for d in args.output] if args.output else DEFAULT_CRD_DIRS
+    for path in write_crds(directories):
+        print(f"wrote {path}")
+
+
+def _dev(args: argparse.Namespace) -> None:
+    from kafka_mirror.devstack import builds, stack
+
+    if args.action == "build":
+        builds.ensure_all()
+        return
+    if args.action == "down":
+        stack.down()
+        print("dev stack stopped")
+        return
+    info = stack.up() if args.action == "up" else stack.running()
+    if info is None:
+        sys.exit("the dev stack is not running: start it with `kafka-mirror dev up`")
+    for key, value in info.env().items():
+        print(f"export {key}={shlex.quote(value)}")
+
+
+def _demo(args: argparse.Namespace) -> None:
+    from kafka_mirror import demo
+
+    demo.run(sys.stdout)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="kafka-mirror", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+
+    crds = commands.add_parser("crds", help="generate the CRDs from the API models")
+    crds.add_argument(
+        "--output",
+        action="append",
+        help="directory to write into (repeatable; default: crds/ and the Helm chart's crds/)",
+    )
+    crds.set_defaults(handler=_crds)
+
+    dev = commands.add_parser("dev", help="the local stack: Kafka A and B, kube-apiserver, Helm")
+    dev.add_argument(
+        "action",
+        choices=["up", "down", "env", "build"],
+        help="up: start (idempotent) and print exports; env: print exports; down: stop; "
+        "build: only install the parts into the cache",
+    )
+    dev.set_defaults(handler=_dev)
+
+    demo = commands.add_parser("demo", help="the main job on the embedded dev stack")
+    demo.set_defaults(handler=_demo)
+    return root
+
+
+DEFAULT_CRD_DIRS = [REPO_ROOT / "crds", REPO_ROOT / "charts" / "kafka-mirror-operator" / "crds"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except MissingPrerequisite as missing:
+        sys.exit(f"kafka-mirror: missing prerequisite: {missing}")

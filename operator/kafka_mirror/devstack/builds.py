@@ -1,0 +1,170 @@
+"""Install the real parts of the dev stack into the user cache: Kafka's jars from Maven Central,
+etcd, kube-apiserver and Helm built from their pinned Go modules under `dev/`.
+
+Each artifact's cache key is a hash of the files that pin it, so a version bump rebuilds and an
+unchanged pin is reused. Builds take a file lock, so parallel callers build once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEV_DIR = REPO_ROOT / "dev"
+
+
+class MissingPrerequisite(RuntimeError):
+    """A tool the dev stack needs is not installed; the message says how to install it."""
+
+
+_FIXES = {
+    "java": "install a Java 17+ runtime, e.g. `apt-get install openjdk-17-jdk-headless`",
+    "mvn": "install Maven, e.g. `apt-get install maven`",
+    "go": "install Go 1.26+ (the pinned Helm needs it), e.g. from your OS packages or go.dev",
+}
+
+
+def require(command: str) -> str:
+    """The path of `command`, or a MissingPrerequisite naming the fix."""
+    path = shutil.which(command)
+    if path is None:
+        raise MissingPrerequisite(f"`{command}` was not found on PATH: {_FIXES[command]}")
+    return path
+
+
+def cache_dir() -> Path:
+    """Where built and downloaded parts live: $KAFKA_MIRROR_CACHE, else the user cache dir."""
+    explicit = os.environ.get("KAFKA_MIRROR_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kafka-mirror"
+
+
+def progress(message: str) -> None:
+    print(f"[kafka-mirror dev] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    lock_path = cache_dir() / "locks" / f"{name}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _pin_hash(*files: Path) -> str:
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _run_logged(command: list[str], cwd: Path, log: Path, env: dict[str, str]) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        result = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
+        raise RuntimeError(f"`{' '.join(command)}` failed (full log: {log}):\n{tail}")
+
+
+@dataclass(frozen=True)
+class GoTool:
+    """A binary built from the module in `dev/go/<module>`, which pins it with a tool line."""
+
+    name: str
+    package: str
+
+    @property
+    def module_dir(self) -> Path:
+        return DEV_DIR / "go" / self.name
+
+    def path(self) -> Path:
+        key = _pin_hash(self.module_dir / "go.mod", self.module_dir / "go.sum")
+        return cache_dir() / "bin" / f"{self.name}-{key}"
+
+    def ensure(self) -> Path:
+        binary = self.path()
+        if binary.exists():
+            return binary
+        go = require("go")
+        with _locked(self.name):
+            if binary.exists():
+                return binary
+            progress(f"building {self.name} from its Go module (first run only; several minutes)")
+            started = time.monotonic()
+            env = {
+                **os.environ,
+                "GOTOOLCHAIN": "local",
+                "CGO_ENABLED": "0",
+                "GOFLAGS": "-mod=readonly",
+            }
+            partial = binary.with_suffix(".partial")
+            _run_logged(
+                [go, "build", "-ldflags=-s -w", "-o", str(partial), self.package],
+                cwd=self.module_dir,
+                log=cache_dir() / "logs" / f"build-{self.name}.log",
+                env=env,
+            )
+            partial.rename(binary)
+            progress(f"built {self.name} in {time.monotonic() - started:.0f}s: {binary}")
+        return binary
+
+
+ETCD = GoTool("etcd", "go.etcd.io/etcd/server/v3")
+KUBE_APISERVER = GoTool("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver")
+HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
+
+
+def kafka_libs() -> Path:
+    """A directory of Kafka's jars (broker, tools, MirrorMaker 2), resolved by Maven once."""
+    pom = DEV_DIR / "maven" / "kafka" / "pom.xml"
+    libs = cache_dir() / f"kafka-{_pin_hash(pom)}" / "libs"
+    if (libs.parent / "complete").exists():
+        return libs
+    require("java")
+    mvn = require("mvn")
+    with _locked("kafka"):
+        if (libs.parent / "complete").exists():
+            return libs
+        progress("resolving Apache Kafka from Maven Central (first run only)")
+        shutil.rmtree(libs, ignore_errors=True)
+        _run_logged(
+            [
+                mvn,
+                "-B",
+                "-q",
+                "-f",
+                str(pom),
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={libs}",
+            ],
+            cwd=pom.parent,
+            log=cache_dir() / "logs" / "resolve-kafka.log",
+            env=dict(os.environ),
+        )
+        (libs.parent / "complete").touch()
+    return libs
+
+
+def ensure_all() -> None:
+    """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
+    kafka_libs()
+    for tool in (ETCD, KUBE_APISERVER, HELM):
+        tool.ensure()

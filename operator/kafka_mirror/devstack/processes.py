@@ -1,0 +1,99 @@
+"""Local server processes of the dev stack: start detached, wait until ready, stop for sure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A loopback port that is free now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_pid(pid: int, timeout: float = 20.0) -> None:
+    """SIGTERM the process group led by `pid`, then SIGKILL it if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                # Reap it if it is our child, so it does not linger as a zombie.
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                if not pid_alive(pid):
+                    return
+            time.sleep(0.1)
+
+
+@dataclass
+class ServerProcess:
+    """One detached server process with its log file."""
+
+    name: str
+    command: list[str]
+    log: Path
+    env: dict[str, str] | None = None
+    pid: int | None = None
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            # A new session, so `dev down` can stop it (and its children) after we exit.
+            process = subprocess.Popen(
+                self.command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        self.pid = process.pid
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pid is not None and not pid_alive(self.pid):
+                raise RuntimeError(f"{self.name} exited during start-up:\n{self.log_tail()}")
+            if ready():
+                return
+            time.sleep(0.25)
+        raise TimeoutError(f"{self.name} not {what} after {timeout:.0f}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            stop_pid(self.pid)
+            self.pid = None
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log.exists():
+            return "(no log)"
+        return "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-lines:])

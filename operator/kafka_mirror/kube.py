@@ -1,0 +1,88 @@
+"""Kubernetes API plumbing shared by the operator, the demo and the tests."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, dynamic
+
+from kafka_mirror.api.crdgen import all_crds
+
+FIELD_MANAGER = "kafka-mirror"
+
+
+def api_client(kubeconfig: Path | None = None) -> client.ApiClient:
+    """A client from a kubeconfig file, or from the pod's service account inside a cluster."""
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config()
+            return client.ApiClient()
+        except config.ConfigException:
+            pass
+    api: client.ApiClient = config.new_client_from_config(
+        config_file=str(kubeconfig) if kubeconfig else None
+    )
+    return api
+
+
+def apply(api: client.ApiClient, body: dict[str, Any]) -> Any:
+    """Server-side apply of one object; returns the object as the server stored it."""
+    resources = dynamic.DynamicClient(api).resources
+    resource = resources.get(api_version=body["apiVersion"], kind=body["kind"])
+    namespace = body["metadata"].get("namespace")
+    return resource.server_side_apply(
+        body=body,
+        name=body["metadata"]["name"],
+        namespace=namespace,
+        field_manager=FIELD_MANAGER,
+        force_conflicts=True,
+    )
+
+
+def install_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
+    """Apply the generated CRDs and wait until the server serves them."""
+    extensions = client.ApiextensionsV1Api(api)
+    for crd in all_crds():
+        apply(api, crd)
+    deadline = time.monotonic() + timeout
+    for crd in all_crds():
+        name = crd["metadata"]["name"]
+        while True:
+            status = extensions.read_custom_resource_definition(name).status
+            conditions = (status.conditions if status else None) or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not Established after {timeout:.0f}s")
+            time.sleep(0.2)
+
+
+def _cell(value: Any, column_type: str) -> str:
+    if value is None or value == "":
+        return "<none>"
+    if column_type == "date":
+        created = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        seconds = int((datetime.now(UTC) - created).total_seconds())
+        return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
+    return str(value)
+
+
+def table(api: client.ApiClient, api_version: str, kind: str, namespace: str) -> str:
+    """The server-rendered table of a resource (its printer columns), as `kubectl get` shows it."""
+    resource = dynamic.DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+    response = resource.get(
+        namespace=namespace,
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+    ).to_dict()
+    columns = response["columnDefinitions"]
+    shown = [i for i, column in enumerate(columns) if column.get("priority", 0) == 0]
+    headers = [columns[i]["name"].upper() for i in shown]
+    rows = [[_cell(row["cells"][i], columns[i]["type"]) for i in shown] for row in response["rows"]]
+    widths = [max(len(line[i]) for line in [headers, *rows]) for i in range(len(headers))]
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [headers, *rows]
+    )

@@ -1,0 +1,70 @@
+"""Session-scoped real parts (Kafka A and B, kube-apiserver, Helm), started only when a test
+asks for them; a fresh namespace per test. Everything is built or fetched into the user cache
+by the repository's own code (`kafka_mirror.devstack`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from kafka_mirror.devstack.builds import HELM
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kube import KubeApiServer
+from kafka_mirror.kube import api_client, install_crds
+
+
+def _cluster(alias: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(alias, tmp_path_factory.mktemp(f"kafka-{alias}"))
+    cluster.start()
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture(scope="session")
+def kafka_a(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Real Kafka cluster A (KRaft, one node) on a loopback port."""
+    yield from _cluster("A", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Real Kafka cluster B (KRaft, one node) on a loopback port."""
+    yield from _cluster("B", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
+    """A real kube-apiserver with etcd; no controllers run."""
+    server = KubeApiServer(tmp_path_factory.mktemp("kube"))
+    server.start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def kube_api(kube_apiserver: KubeApiServer) -> Iterator[client.ApiClient]:
+    """An admin client of the real API server, with the project's CRDs installed."""
+    api = api_client(kube_apiserver.kubeconfig)
+    install_crds(api)
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def namespace(kube_api: client.ApiClient) -> Iterator[str]:
+    """A fresh namespace for one test."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(kube_api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The Helm binary built from its pinned Go module."""
+    return HELM.ensure()

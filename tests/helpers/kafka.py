@@ -1,0 +1,95 @@
+"""Test helpers to create topics, produce and consume on the real clusters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a user checks of a record: key, value, headers, timestamp and partition."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp: int | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+
+def create_topics(
+    bootstrap: str, names: Sequence[str], partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [
+            NewTopic(n, num_partitions=partitions, replication_factor=1, config=config or {})
+            for n in names
+        ]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    failures: list[str] = []
+
+    def on_delivery(error: object, _message: object) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    for record in records:
+        kwargs = {"timestamp": record.timestamp} if record.timestamp is not None else {}
+        if record.partition is not None:
+            kwargs["partition"] = record.partition
+        producer.produce(
+            topic,
+            key=record.key,
+            value=record.value,
+            headers=list(record.headers),
+            on_delivery=on_delivery,
+            **kwargs,
+        )
+        producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0 and not failures, f"produce failed: {failures or remaining}"
+
+
+def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Record]:
+    """Read `count` records from the start of `topic` (all partitions), or fail on timeout."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-reader-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < count and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=500, timeout=0.5):
+                if message.error():
+                    raise RuntimeError(message.error())
+                records.append(
+                    Record(
+                        key=message.key(),
+                        value=message.value(),
+                        headers=tuple(message.headers() or ()),
+                        timestamp=message.timestamp()[1],
+                        partition=message.partition(),
+                        offset=message.offset(),
+                    )
+                )
+    finally:
+        consumer.close()
+    assert len(records) >= count, f"read {len(records)} of {count} records from {topic}"
+    return records

@@ -1,0 +1,52 @@
+"""The CRDs in crds/ (and in the Helm chart) are generated from the models; they must not drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafka_mirror.api.crdgen import all_crds, crd_files
+from kafka_mirror.cli import DEFAULT_CRD_DIRS
+
+
+@pytest.mark.parametrize("directory", DEFAULT_CRD_DIRS, ids=lambda d: str(d.name))
+def test_committed_crds_match_the_models(directory: Path) -> None:
+    expected = crd_files()
+    on_disk = {p.name: p.read_text() for p in directory.glob("*.yaml")}
+    assert on_disk.keys() == expected.keys(), f"run `kafka-mirror crds` to regenerate {directory}"
+    for name, content in expected.items():
+        assert on_disk[name] == content, f"{directory / name} drifted: run `kafka-mirror crds`"
+
+
+def _walk(node: object, path: str = "") -> list[tuple[str, dict[str, object]]]:
+    found: list[tuple[str, dict[str, object]]] = []
+    if isinstance(node, dict):
+        found.append((path, node))
+        for key, value in node.items():
+            found.extend(_walk(value, f"{path}.{key}"))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found.extend(_walk(value, f"{path}[{index}]"))
+    return found
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["metadata"]["name"])
+def test_schemas_are_structural(crd: dict[str, object]) -> None:
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[index]
+    for path, node in _walk(schema):
+        for forbidden in ("$ref", "anyOf", "allOf", "oneOf", "title", "$defs"):
+            assert forbidden not in node, f"{forbidden} at {path}"
+        if "properties" in node:
+            assert node.get("type") == "object", f"untyped object at {path}"
+
+
+def test_kafkamirror_has_scale_subresource_and_printer_columns() -> None:
+    version = all_crds()[0]["spec"]["versions"][0]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.labelSelector",
+    }
+    names = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert names[:4] == ["Ready", "Replicas", "Active topics", "Lag"] and "Age" in names
