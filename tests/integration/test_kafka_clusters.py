@@ -19,13 +19,9 @@ def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
 
 
 def test_clusters_are_distinct(kafka_a: KafkaCluster, kafka_b: KafkaCluster) -> None:
-    ids = {
-        AdminClient({"bootstrap.servers": c.bootstrap_servers})
-        .describe_cluster()
-        .result()
-        .cluster_id
-        for c in (kafka_a, kafka_b)
-    }
+    # Keep each admin client referenced until its future resolves.
+    admins = [AdminClient({"bootstrap.servers": c.bootstrap_servers}) for c in (kafka_a, kafka_b)]
+    ids = {admin.describe_cluster().result(timeout=10).cluster_id for admin in admins}
     assert len(ids) == 2
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -176,4 +177,4 @@ def test_malformed_objects_are_refused_by_the_server(
     with pytest.raises(ApiException) as excinfo:
         create(kube_api, namespace, body)
     assert excinfo.value.status == 422
-    assert message in excinfo.value.body
+    assert message in json.loads(excinfo.value.body)["message"]

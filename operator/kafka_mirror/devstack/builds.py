@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +67,11 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _pin_hash(*files: Path) -> str:
+def _pin_hash(*pins: Path | str) -> str:
+    """A short hash of the files (and strings) that pin an artifact."""
     digest = hashlib.sha256()
-    for file in files:
-        digest.update(file.read_bytes())
+    for pin in pins:
+        digest.update(pin.read_bytes() if isinstance(pin, Path) else pin.encode())
     return digest.hexdigest()[:12]
 
 
@@ -83,19 +84,45 @@ def _run_logged(command: list[str], cwd: Path, log: Path, env: dict[str, str]) -
         raise RuntimeError(f"`{' '.join(command)}` failed (full log: {log}):\n{tail}")
 
 
+def _module_version(module_dir: Path, module: str) -> str:
+    for line in (module_dir / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if parts[:1] == [module] and len(parts) > 1:
+            return parts[1]
+    raise RuntimeError(f"{module} is not required in {module_dir / 'go.mod'}")
+
+
+def _kubernetes_version_flags(module_dir: Path) -> str:
+    """kube-apiserver reports `v0.0.0-master` unless told its version, and Helm then refuses
+    charts with a `kubeVersion` constraint; so stamp the pinned version in, as its Makefile does.
+    """
+    version = _module_version(module_dir, "k8s.io/kubernetes")
+    major, minor = version.lstrip("v").split(".")[:2]
+    package = "k8s.io/component-base/version"
+    return (
+        f"-X {package}.gitVersion={version} -X {package}.gitMajor={major} "
+        f"-X {package}.gitMinor={minor} -X {package}.gitTreeState=clean"
+    )
+
+
 @dataclass(frozen=True)
 class GoTool:
     """A binary built from the module in `dev/go/<module>`, which pins it with a tool line."""
 
     name: str
     package: str
+    stamp_version: Callable[[Path], str] | None = None
 
     @property
     def module_dir(self) -> Path:
         return DEV_DIR / "go" / self.name
 
+    def ldflags(self) -> str:
+        stamp = self.stamp_version(self.module_dir) if self.stamp_version else ""
+        return f"-s -w {stamp}".strip()
+
     def path(self) -> Path:
-        key = _pin_hash(self.module_dir / "go.mod", self.module_dir / "go.sum")
+        key = _pin_hash(self.module_dir / "go.mod", self.module_dir / "go.sum", self.ldflags())
         return cache_dir() / "bin" / f"{self.name}-{key}"
 
     def ensure(self) -> Path:
@@ -116,7 +143,7 @@ class GoTool:
             }
             partial = binary.with_suffix(".partial")
             _run_logged(
-                [go, "build", "-ldflags=-s -w", "-o", str(partial), self.package],
+                [go, "build", f"-ldflags={self.ldflags()}", "-o", str(partial), self.package],
                 cwd=self.module_dir,
                 log=cache_dir() / "logs" / f"build-{self.name}.log",
                 env=env,
@@ -127,7 +154,9 @@ class GoTool:
 
 
 ETCD = GoTool("etcd", "go.etcd.io/etcd/server/v3")
-KUBE_APISERVER = GoTool("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver")
+KUBE_APISERVER = GoTool(
+    "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", _kubernetes_version_flags
+)
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
 
 
