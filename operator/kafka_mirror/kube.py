@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +59,8 @@ def install_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
-def _cell(value: Any, column_type: str) -> str:
-    if value is None or value == "":
-        return "<none>"
-    if column_type == "date":
-        created = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        seconds = int((datetime.now(UTC) - created).total_seconds())
-        return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
-    return str(value)
+def _cell(value: Any) -> str:
+    return "<none>" if value is None or value == "" else str(value)
 
 
 def table(api: client.ApiClient, api_version: str, kind: str, namespace: str) -> str:
@@ -80,7 +73,7 @@ def table(api: client.ApiClient, api_version: str, kind: str, namespace: str) ->
     columns = response["columnDefinitions"]
     shown = [i for i, column in enumerate(columns) if column.get("priority", 0) == 0]
     headers = [columns[i]["name"].upper() for i in shown]
-    rows = [[_cell(row["cells"][i], columns[i]["type"]) for i in shown] for row in response["rows"]]
+    rows = [[_cell(row["cells"][i]) for i in shown] for row in response["rows"]]
     widths = [max(len(line[i]) for line in [headers, *rows]) for i in range(len(headers))]
     return "\n".join(
         "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()

@@ -149,6 +149,9 @@ class GoTool:
                 env=env,
             )
             partial.rename(binary)
+            for stale in binary.parent.glob(f"{self.name}-*"):
+                if stale != binary:  # built from an older pin
+                    stale.unlink()
             progress(f"built {self.name} in {time.monotonic() - started:.0f}s: {binary}")
         return binary
 
