@@ -41,6 +41,12 @@ def _demo(args: argparse.Namespace) -> None:
     demo.run(sys.stdout)
 
 
+def _worker(args: argparse.Namespace) -> None:
+    from kafka_mirror.worker.main import main as worker_main
+
+    worker_main(Path(args.config))
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="kafka-mirror", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -61,6 +67,10 @@ def parser() -> argparse.ArgumentParser:
         "build: only install the parts into the cache",
     )
     dev.set_defaults(handler=_dev)
+
+    worker = commands.add_parser("worker", help="mirror topics: the process in each worker pod")
+    worker.add_argument("--config", required=True, help="the worker's YAML configuration file")
+    worker.set_defaults(handler=_worker)
 
     demo = commands.add_parser("demo", help="the main job on the embedded dev stack")
     demo.set_defaults(handler=_demo)

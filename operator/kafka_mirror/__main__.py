@@ -1,0 +1,3 @@
+from kafka_mirror.cli import main
+
+main()

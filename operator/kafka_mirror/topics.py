@@ -1,0 +1,126 @@
+"""Which source topics a mirror copies, and what they are called on the target.
+
+Shared by the worker (what it mirrors) and the operator (what it reports). Mirrors MirrorMaker
+2's ReplicationPolicy and TopicFilter: remote names by policy, internal topics never mirrored,
+and no topic mirrored back to the cluster it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
+
+NamingPolicy = Literal["suffix", "prefix", "identity"]
+
+# As MirrorMaker 2's DefaultReplicationPolicy.isInternalTopic: Kafka's own (`__*`, `.*`),
+# MirrorMaker 2's and ours (`*.internal`), and Connect's/Streams' (`*-internal`).
+_INTERNAL = re.compile(r"__.*|\..*|.*\.internal|.*-internal")
+
+
+def is_internal(topic: str) -> bool:
+    return bool(_INTERNAL.fullmatch(topic))
+
+
+@dataclass(frozen=True)
+class TopicNamer:
+    """Remote topic names for one source alias under one policy."""
+
+    source_alias: str
+    policy: NamingPolicy = "suffix"
+    separator: str = "."
+
+    def remote_name(self, topic: str) -> str:
+        if self.policy == "suffix":
+            return f"{topic}{self.separator}{self.source_alias}"
+        if self.policy == "prefix":
+            return f"{self.source_alias}{self.separator}{topic}"
+        return topic
+
+    def origins(self, topic: str) -> list[str]:
+        """The aliases a topic has already passed through, nearest first (empty if local).
+
+        Under suffix `t.B.C` came from C, which had it from B; under prefix `C.B.t` the same.
+        Identity names say nothing: records carry a provenance header instead.
+        """
+        if self.policy == "identity":
+            return []
+        parts = topic.split(self.separator)
+        if self.policy == "suffix":
+            return list(reversed(parts[1:]))
+        return parts[:-1]
+
+    def is_cycle(self, topic: str, target_alias: str) -> bool:
+        """Would mirroring `topic` to `target_alias` send it back where it came from?"""
+        return target_alias in self.origins(topic)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One MirrorTopicSelection: whole-name patterns; any include and no exclude."""
+
+    includes: tuple[str, ...]
+    excludes: tuple[str, ...] = ()
+    _includes: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    _excludes: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_includes", tuple(re.compile(p) for p in self.includes))
+        object.__setattr__(self, "_excludes", tuple(re.compile(p) for p in self.excludes))
+
+    def matches(self, topic: str) -> bool:
+        return any(p.fullmatch(topic) for p in self._includes) and not any(
+            p.fullmatch(topic) for p in self._excludes
+        )
+
+
+@dataclass(frozen=True)
+class SkippedTopic:
+    topic: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class TopicPlan:
+    """The outcome of selecting: source topic → remote name, and what was left out and why."""
+
+    mirrored: dict[str, str]
+    skipped: list[SkippedTopic]
+
+
+def plan_topics(
+    source_topics: Iterable[str],
+    selections: Sequence[Selection],
+    namer: TopicNamer,
+    target_alias: str,
+) -> TopicPlan:
+    """Select topics (the union of all selections) and name them on the target.
+
+    Internal topics are never selected. A selected topic is skipped, with the reason, when it
+    came from the target (a cycle) or when its remote name would be too long for Kafka.
+    """
+    mirrored: dict[str, str] = {}
+    skipped: list[SkippedTopic] = []
+    for topic in sorted(source_topics):
+        if is_internal(topic) or not any(s.matches(topic) for s in selections):
+            continue
+        remote = namer.remote_name(topic)
+        if namer.is_cycle(topic, target_alias):
+            skipped.append(
+                SkippedTopic(topic, f"came from {target_alias}: mirroring it back would be a cycle")
+            )
+        elif len(remote) > MAX_TOPIC_NAME_LENGTH:
+            skipped.append(
+                SkippedTopic(
+                    topic,
+                    f"remote name {remote[:40]}… is {len(remote)} "
+                    f"characters, over Kafka's limit of "
+                    f"{MAX_TOPIC_NAME_LENGTH}",
+                )
+            )
+        else:
+            mirrored[topic] = remote
+    return TopicPlan(mirrored, skipped)

@@ -1,0 +1,48 @@
+"""`kafka-mirror worker --config FILE`: the process inside each worker pod."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from kafka_mirror.worker.metrics import WorkerMetrics, serve
+from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
+
+log = logging.getLogger("kafka_mirror.worker")
+
+
+def run(config_path: Path) -> int:
+    """Run until SIGTERM/SIGINT (exit 0, after the final commit) or a permanent failure (1)."""
+    metrics = WorkerMetrics()
+    worker = MirrorWorker(config_path, metrics)
+    server = serve(metrics, worker.config.metrics_port, worker.watchdog.alive, worker.ready)
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info(
+            "received %s: finishing in-flight records and leaving the group",
+            signal.Signals(signum).name,
+        )
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        worker.run()
+    except WorkerFailed as failure:
+        log.error("worker failed: %s", failure)
+        return 1
+    finally:
+        server.shutdown()
+    return 0
+
+
+def main(config_path: Path) -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    sys.exit(run(config_path))

@@ -1,0 +1,145 @@
+"""The worker's Prometheus metrics and its health endpoints.
+
+Hot-path figures (records, bytes, latency) are gathered in plain dicts by the mirroring loop and
+published here about once a second, so the per-record cost stays a dict update.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class WorkerMetrics:
+    """All metrics of one worker process, in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.records = Counter(
+            "kafka_mirror_records",
+            "Records mirrored (acknowledged by the target).",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.bytes = Counter(
+            "kafka_mirror_bytes",
+            "Key and value bytes mirrored.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.lag = Gauge(
+            "kafka_mirror_lag_records",
+            "Records on the source partition not yet mirrored.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "kafka_mirror_replication_latency_seconds",
+            "From the record's timestamp to the target's acknowledgement.",
+            ["topic"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.last_latency = Gauge(
+            "kafka_mirror_last_latency_seconds",
+            "Replication latency of the newest acknowledged record.",
+            ["topic"],
+            registry=r,
+        )
+        self.checkpoint_latency = Histogram(
+            "kafka_mirror_checkpoint_latency_seconds",
+            "From reading a group's source offsets to its checkpoints being acknowledged.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.checkpoints = Counter(
+            "kafka_mirror_checkpoints", "Checkpoints emitted.", ["group"], registry=r
+        )
+        self.offset_syncs = Counter(
+            "kafka_mirror_offset_syncs", "Offset syncs emitted.", ["topic"], registry=r
+        )
+        self.group_offsets_synced = Counter(
+            "kafka_mirror_group_offsets_synced",
+            "Translated offsets committed to groups on the target.",
+            ["group"],
+            registry=r,
+        )
+        self.active_topic = Gauge(
+            "kafka_mirror_active_topic",
+            "1 for each topic being mirrored.",
+            ["topic", "remote_topic"],
+            registry=r,
+        )
+        self.skipped_topic = Gauge(
+            "kafka_mirror_skipped_topic",
+            "1 for each selected topic that cannot be mirrored.",
+            ["topic", "reason"],
+            registry=r,
+        )
+        self.cluster_reachable = Gauge(
+            "kafka_mirror_cluster_reachable",
+            "1 when the cluster answered the last admin call.",
+            ["cluster", "alias"],
+            registry=r,
+        )
+        self.invalid_patterns = Gauge(
+            "kafka_mirror_invalid_patterns",
+            "Selection patterns that do not compile.",
+            registry=r,
+        )
+        self.errors = Counter("kafka_mirror_errors", "Errors, by kind.", ["kind"], registry=r)
+
+    def set_topics(self, mirrored: dict[str, str], skipped: Iterable[tuple[str, str]]) -> None:
+        self.active_topic.clear()
+        for topic, remote in mirrored.items():
+            self.active_topic.labels(topic, remote).set(1)
+        self.skipped_topic.clear()
+        for topic, reason in skipped:
+            self.skipped_topic.labels(topic, reason).set(1)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def serve(
+    metrics: WorkerMetrics, port: int, live: Callable[[], bool], ready: Callable[[], bool]
+) -> WSGIServer:
+    """Serve /metrics, /healthz (the loop is alive) and /readyz (both clusters answer)."""
+    metrics_app = make_wsgi_app(metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path in ("/healthz", "/readyz"):
+            ok = live() if path == "/healthz" else ready()
+            start_response(
+                "200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")]
+            )
+            return [b"ok\n" if ok else b"not ok\n"]
+        return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+
+    server = make_server("0.0.0.0", port, app, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
+
+
+class LoopWatchdog:
+    """When the mirroring loop last went round, for the liveness probe."""
+
+    def __init__(self, stale_after: float = 60.0) -> None:
+        self.stale_after, self.last = stale_after, time.monotonic()
+
+    def beat(self) -> None:
+        self.last = time.monotonic()
+
+    def alive(self) -> bool:
+        return time.monotonic() - self.last < self.stale_after

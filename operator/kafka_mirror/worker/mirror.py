@@ -1,0 +1,528 @@
+"""The mirroring worker: source topics on A to remote topics on B, at least once.
+
+One loop, one thread: consume a batch from A, produce it to B (same partition, key, value,
+headers and timestamp, plus a provenance header), and run the periodic tasks when due. Progress
+is committed at a barrier: flush the producer (every record consumed so far is acknowledged by
+B), then commit the consumer's positions. A worker killed between barriers re-sends at most what
+it consumed since the last one. Replicas share partitions through the consumer group on A
+(cooperative rebalancing); a replica giving up partitions passes the barrier first.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.kafka.formats import (
+    HEARTBEATS_TOPIC,
+    PROVENANCE_HEADER,
+    Heartbeat,
+    OffsetSync,
+    Provenance,
+    checkpoints_topic,
+    offset_syncs_topic,
+    provenance_aliases,
+)
+from kafka_mirror.topics import Selection, SkippedTopic, TopicPlan, plan_topics
+from kafka_mirror.worker import remote_topics
+from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter, TopicTail
+from kafka_mirror.worker.config import WorkerConfig, load
+from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
+from kafka_mirror.worker.offsets import SyncEmitter
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 5000
+# Changing these needs new clients, so the worker restarts to apply them.
+RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
+_AUTH_ERRORS = {
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+}
+
+
+class WorkerFailed(RuntimeError):
+    """The target refused records for good; the worker stops without committing past them."""
+
+
+@dataclass
+class PartitionFlow:
+    """One source partition on its way to the target: in-flight records and their figures."""
+
+    topic: str
+    partition: int
+    remote: str
+    emitter: SyncEmitter
+    publish_sync: Callable[[OffsetSync], None]
+    on_failure: Callable[[str], None]
+    in_flight: deque[tuple[int, int]] = field(default_factory=deque)
+    records: int = 0
+    bytes: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def delivered(self, error: KafkaError | None, message: Message) -> None:
+        """Delivery report from the target; reports of one partition arrive in order."""
+        upstream, timestamp_ms = self.in_flight.popleft()
+        if error is not None:
+            self.on_failure(f"{self.remote}[{self.partition}] refused offset {upstream}: {error}")
+            return
+        self.records += 1
+        self.bytes += len(message.key() or b"") + len(message.value() or b"")
+        if timestamp_ms > 0:
+            self.latencies.append(time.time() - timestamp_ms / 1000)
+        downstream = message.offset()
+        if downstream is not None and self.emitter.update(upstream, downstream):
+            self.publish_sync(OffsetSync(self.topic, self.partition, upstream, downstream))
+
+
+class Periodic:
+    """A task run every `interval` seconds from the loop; failures are logged, not raised."""
+
+    def __init__(self, name: str, interval: float, task: Callable[[], None]) -> None:
+        self.name, self.interval, self.task = name, interval, task
+        self.due = 0.0
+
+    def run_if_due(self, now: float, on_error: Callable[[str, Exception], None]) -> None:
+        if now < self.due:
+            return
+        self.due = now + self.interval
+        try:
+            self.task()
+        except (KafkaException, OSError, TimeoutError, ValueError) as error:
+            on_error(self.name, error)
+
+
+class MirrorWorker:
+    def __init__(self, config_path: Path, metrics: WorkerMetrics) -> None:
+        self.config_path = config_path
+        self.config_text = config_path.read_text()
+        self.config: WorkerConfig = load(config_path)
+        self.metrics = metrics
+        self.watchdog = LoopWatchdog()
+        self.stopping = threading.Event()
+        self.restart_requested = False
+        self.failure: str | None = None
+        self.reachable = {"source": False, "target": False}
+        self.plan = TopicPlan({}, [])
+        self.subscribed: list[str] = []
+        self.remote_partitions: dict[str, int] = {}
+        self.flows: dict[tuple[str, int], PartitionFlow] = {}
+        self.internal_topics_ready = False
+        self._last_problems: list[str] = []
+        self._build_clients()
+        self.tasks = [
+            Periodic("commit", self.config.commit_interval_seconds, self._barrier),
+            Periodic("topics", self.config.refresh_topics_interval_seconds, self._refresh_topics),
+            Periodic("configs", self.config.topic_config_sync.interval_seconds, self._sync_configs),
+            Periodic("checkpoints", self.config.checkpoints.interval_seconds, self._checkpoint),
+            Periodic("heartbeats", self.config.heartbeats.interval_seconds, self._heartbeat),
+        ]
+
+    # --- clients --------------------------------------------------------------------------
+
+    def _build_clients(self) -> None:
+        config = self.config
+        client_id = f"kafka-mirror-{socket.gethostname()}"
+        source: dict[str, Any] = {**config.source.client_config(), "client.id": client_id}
+        target: dict[str, Any] = {**config.target.client_config(), "client.id": client_id}
+        source_admin: dict[str, Any] = {**source, "error_cb": self._client_error("source")}
+        target_admin: dict[str, Any] = {**target, "error_cb": self._client_error("target")}
+        self.source_admin = AdminClient(source_admin)
+        self.target_admin = AdminClient(target_admin)
+        self.consumer = Consumer(
+            {
+                **source,
+                "group.id": config.consumer_group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                "queued.max.messages.kbytes": 256 * 1024,
+                "error_cb": self._client_error("source"),
+            }
+        )
+        producer_settings = {
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1024 * 1024,
+            "queue.buffering.max.messages": 200_000,
+            "queue.buffering.max.kbytes": 256 * 1024,
+        }
+        self.producer = Producer(
+            {**target, **producer_settings, "error_cb": self._client_error("target")}
+        )
+        at_source = config.offset_syncs.location == "source"
+        self.syncs_producer = (
+            Producer(
+                {
+                    **source,
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "error_cb": self._client_error("source"),
+                }
+            )
+            if at_source
+            else self.producer
+        )
+        self.offset_syncs_topic = offset_syncs_topic(config.target.alias)
+        self.checkpoints_topic = checkpoints_topic(config.source.alias)
+        readers = {"enable.auto.commit": False, "group.id": f"{config.consumer_group}.internal"}
+        self.internal_readers = [
+            Consumer({**(source if at_source else target), **readers}),
+            Consumer({**target, **readers}),
+        ]
+        self.checkpointer = Checkpointer(
+            self.source_admin,
+            self.target_admin,
+            self.producer,
+            TopicTail(self.internal_readers[0], self.offset_syncs_topic),
+            self.checkpoints_topic,
+            GroupFilter(
+                Selection(
+                    tuple(config.checkpoints.groups.includes),
+                    tuple(config.checkpoints.groups.excludes),
+                ),
+                own_group=config.consumer_group,
+            ),
+            config.checkpoints.sync_group_offsets,
+            self.metrics,
+        )
+
+    def _client_error(self, cluster: str) -> Callable[[KafkaError], None]:
+        alias = getattr(self.config, cluster).alias
+
+        def report(error: KafkaError) -> None:
+            code = error.code()
+            if code in _AUTH_ERRORS:
+                self.metrics.errors.labels("authentication").inc()
+                log.error("%s cluster %s refused our credentials: %s", cluster, alias, error.str())
+            elif code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
+                self.metrics.errors.labels("connection").inc()
+                if code == KafkaError._ALL_BROKERS_DOWN:
+                    self._set_reachable(cluster, False)
+                log.warning("%s cluster %s: %s", cluster, alias, error.str())
+            else:
+                self.metrics.errors.labels("client").inc()
+                log.warning("%s cluster %s: %s", cluster, alias, error.str())
+
+        return report
+
+    def _set_reachable(self, cluster: str, up: bool) -> None:
+        self.reachable[cluster] = up
+        alias = getattr(self.config, cluster).alias
+        self.metrics.cluster_reachable.labels(cluster, alias).set(1 if up else 0)
+
+    def ready(self) -> bool:
+        return all(self.reachable.values())
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        """Mirror until stopped; then pass the barrier, leave the group and close."""
+        log.info(
+            "mirroring %s → %s for %s",
+            self.config.source.alias,
+            self.config.target.alias,
+            self.config.mirror,
+        )
+        try:
+            while not self.stopping.is_set():
+                self.watchdog.beat()
+                now = time.monotonic()
+                for task in self.tasks:
+                    task.run_if_due(now, self._task_failed)
+                if self.failure:
+                    raise WorkerFailed(self.failure)
+                if self.subscribed:
+                    self._mirror(self.consumer.consume(num_messages=BATCH_SIZE, timeout=0.1))
+                else:
+                    self.stopping.wait(0.1)
+                self.producer.poll(0)
+                self.syncs_producer.poll(0)
+            self._barrier()
+        finally:
+            self.consumer.close()
+            for reader in self.internal_readers:
+                reader.close()
+        if self.failure:
+            raise WorkerFailed(self.failure)
+
+    def _task_failed(self, name: str, error: Exception) -> None:
+        self.metrics.errors.labels(name).inc()
+        log.error("%s failed (will retry): %s", name, error)
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            log.error("stopping: %s", reason)
+            self.failure = reason
+
+    def _mirror(self, messages: list[Message]) -> None:
+        identity = self.config.topic_naming.policy == "identity"
+        target_alias, source_alias = self.config.target.alias, self.config.source.alias
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    self.metrics.errors.labels("consume").inc()
+                    log.warning("consuming from the source: %s", error.str())
+                continue
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            assert topic is not None and partition is not None and offset is not None
+            flow = self.flows.get((topic, partition)) or self._open_flow(topic, partition)
+            if flow is None:
+                continue  # dropped from the selection; its revocation is on its way
+            headers = cast(list[tuple[str, str | bytes | None]], message.headers() or [])
+            if identity and target_alias in provenance_aliases(headers):
+                continue  # came from the target in the first place: a cycle
+            headers.append(
+                (PROVENANCE_HEADER, Provenance(source_alias, partition, offset).encode())
+            )
+            timestamp = message.timestamp()[1]
+            flow.in_flight.append((offset, timestamp))
+            while True:
+                try:
+                    self.producer.produce(
+                        flow.remote,
+                        value=message.value(),
+                        key=message.key(),
+                        headers=headers,
+                        partition=partition,
+                        timestamp=max(timestamp, 0),
+                        on_delivery=flow.delivered,
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+
+    def _open_flow(self, topic: str, partition: int) -> PartitionFlow | None:
+        remote = self.plan.mirrored.get(topic)
+        if remote is None:
+            return None
+        if partition >= self.remote_partitions.get(remote, 0):
+            self._refresh_topics()  # the source grew since the last refresh
+            if partition >= self.remote_partitions.get(remote, 0):
+                self._fail(f"remote topic {remote} has no partition {partition}")
+                return None
+        flow = PartitionFlow(
+            topic,
+            partition,
+            remote,
+            SyncEmitter(self.config.offset_syncs.max_lag),
+            self._publish_sync,
+            self._fail,
+        )
+        self.flows[(topic, partition)] = flow
+        return flow
+
+    def _publish_sync(self, sync: OffsetSync) -> None:
+        self.syncs_producer.produce(self.offset_syncs_topic, key=sync.key(), value=sync.value())
+        self.metrics.offset_syncs.labels(sync.topic).inc()
+
+    # --- progress -------------------------------------------------------------------------
+
+    def _barrier(self, partitions: list[TopicPartition] | None = None) -> None:
+        """Wait until the target acknowledged everything consumed, then commit positions."""
+        for producer in {id(p): p for p in (self.producer, self.syncs_producer)}.values():
+            remaining = producer.flush(30)
+            if remaining:
+                raise KafkaException(f"{remaining} records still unacknowledged by the target")
+        if self.failure:
+            return  # never commit past a refused record
+        self._publish_figures()
+        if not self.subscribed:
+            return
+        assigned = partitions if partitions is not None else self.consumer.assignment()
+        positions = [tp for tp in self.consumer.position(assigned) if tp.offset >= 0]
+        if positions:
+            self.consumer.commit(offsets=positions, asynchronous=False)
+            self._update_lag(positions)
+
+    def _publish_figures(self) -> None:
+        for flow in self.flows.values():
+            if flow.records:
+                labels = (flow.topic, str(flow.partition))
+                self.metrics.records.labels(*labels).inc(flow.records)
+                self.metrics.bytes.labels(*labels).inc(flow.bytes)
+                flow.records = flow.bytes = 0
+            if flow.latencies:
+                histogram = self.metrics.latency.labels(flow.topic)
+                for latency in flow.latencies:
+                    histogram.observe(latency)
+                self.metrics.last_latency.labels(flow.topic).set(flow.latencies[-1])
+                flow.latencies.clear()
+
+    def _update_lag(self, positions: list[TopicPartition]) -> None:
+        for tp in positions:
+            _low, high = self.consumer.get_watermark_offsets(tp, cached=True) or (0, -1)
+            if high >= 0:
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(high - tp.offset, 0))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("assigned %d partitions", len(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Before giving partitions to another replica, pass the barrier for them."""
+        try:
+            self._barrier(partitions)
+        except KafkaException as error:
+            log.error("could not commit revoked partitions: %s", error)
+        self._forget(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._forget(partitions)
+
+    def _forget(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.flows.pop((tp.topic, tp.partition), None)
+            with suppress(KeyError):  # no lag reported for it yet
+                self.metrics.lag.remove(tp.topic, str(tp.partition))
+
+    # --- periodic tasks -------------------------------------------------------------------
+
+    def _reload_config(self) -> None:
+        text = self.config_path.read_text()
+        if text == self.config_text:
+            return
+        new = load(self.config_path)
+        self.config_text = text
+        changed = [f for f in RESTART_FIELDS if getattr(new, f) != getattr(self.config, f)]
+        if changed:
+            log.info("configuration of %s changed: restarting to apply", ", ".join(changed))
+            self.restart_requested = True
+            self.stop()
+            return
+        log.info("configuration changed: applying the new selections live")
+        self.config = new
+
+    def _refresh_topics(self) -> None:
+        self._reload_config()
+        selections, problems = self.config.compiled_selections()
+        self.metrics.invalid_patterns.set(len(problems))
+        if problems != self._last_problems:
+            for problem in problems:
+                log.error("ignoring %s", problem)
+            self._last_problems = problems
+        try:
+            source_counts = remote_topics.partition_counts(self.source_admin)
+            self._set_reachable("source", True)
+        except KafkaException:
+            self._set_reachable("source", False)
+            raise
+        plan = plan_topics(source_counts, selections, self.config.namer(), self.config.target.alias)
+        wanted = {remote: source_counts[topic] for topic, remote in plan.mirrored.items()}
+        try:
+            existing = remote_topics.partition_counts(self.target_admin, wanted)
+            self._set_reachable("target", True)
+            if not self.internal_topics_ready:
+                self._create_internal_topics()
+            new = {t for t, r in plan.mirrored.items() if r not in existing}
+            configs = self._remote_configs(new, plan)
+            failed = set(remote_topics.create_or_grow(self.target_admin, wanted, existing, configs))
+        except KafkaException:
+            self._set_reachable("target", False)
+            raise
+        skipped = plan.skipped + [
+            SkippedTopic(topic, "the remote topic could not be created (see the worker log)")
+            for topic, remote in plan.mirrored.items()
+            if remote in failed
+        ]
+        mirrored = {t: r for t, r in plan.mirrored.items() if r not in failed}
+        if skipped != self.plan.skipped:
+            for skip in skipped:
+                log.warning("not mirroring %s: %s", skip.topic, skip.reason)
+        self.remote_partitions = {r: max(existing.get(r, 0), wanted[r]) for r in mirrored.values()}
+        self.plan = TopicPlan(mirrored, skipped)
+        self.metrics.set_topics(mirrored, [(s.topic, s.reason) for s in skipped])
+        self._subscribe(sorted(mirrored))
+
+    def _remote_configs(self, topics: set[str], plan: TopicPlan) -> dict[str, dict[str, str]]:
+        if not self.config.topic_config_sync.enabled or not topics:
+            return {}
+        excludes = frozenset(self.config.topic_config_sync.excludes)
+        by_source = remote_topics.source_topic_configs(self.source_admin, topics, excludes)
+        return {plan.mirrored[topic]: settings for topic, settings in by_source.items()}
+
+    def _create_internal_topics(self) -> None:
+        syncs_admin = (
+            self.source_admin
+            if self.config.offset_syncs.location == "source"
+            else self.target_admin
+        )
+        remote_topics.ensure_internal_topic(syncs_admin, self.offset_syncs_topic)
+        remote_topics.ensure_internal_topic(self.target_admin, self.checkpoints_topic)
+        remote_topics.ensure_internal_topic(self.target_admin, HEARTBEATS_TOPIC)
+        self.checkpointer.load_emitted(TopicTail(self.internal_readers[1], self.checkpoints_topic))
+        self.internal_topics_ready = True
+
+    def _subscribe(self, topics: list[str]) -> None:
+        if topics == self.subscribed:
+            return
+        added = sorted(set(topics) - set(self.subscribed))
+        removed = sorted(set(self.subscribed) - set(topics))
+        log.info(
+            "mirroring %d topics (started: %s; stopped: %s)",
+            len(topics),
+            ", ".join(added) or "-",
+            ", ".join(removed) or "-",
+        )
+        if topics:
+            self.consumer.subscribe(
+                topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+        else:
+            self._barrier()
+            self.consumer.unsubscribe()
+            self.flows.clear()
+        self.subscribed = topics
+
+    def _sync_configs(self) -> None:
+        if not self.config.topic_config_sync.enabled or not self.plan.mirrored:
+            return
+        excludes = frozenset(self.config.topic_config_sync.excludes)
+        by_source = remote_topics.source_topic_configs(
+            self.source_admin, self.plan.mirrored, excludes
+        )
+        remote_topics.copy_configs(
+            self.target_admin, {self.plan.mirrored[t]: s for t, s in by_source.items()}
+        )
+
+    def _checkpoint(self) -> None:
+        if not self.config.checkpoints.enabled or not self.internal_topics_ready:
+            return
+        owned = (
+            {
+                (tp.topic, tp.partition): self.plan.mirrored[tp.topic]
+                for tp in self.consumer.assignment()
+                if tp.topic in self.plan.mirrored
+            }
+            if self.subscribed
+            else {}
+        )
+        self.checkpointer.run_once(owned)
+
+    def _heartbeat(self) -> None:
+        if not self.config.heartbeats.enabled or not self.internal_topics_ready:
+            return
+        beat = Heartbeat(
+            self.config.source.alias, self.config.target.alias, int(time.time() * 1000)
+        )
+        self.producer.produce(HEARTBEATS_TOPIC, key=beat.key(), value=beat.value())

@@ -1,0 +1,156 @@
+"""Remote topics on the target follow their source topics: created with the same partition
+count and topic configuration, grown when the source grows, configs copied on an interval.
+Internal topics (checkpoints, offset syncs, heartbeats) are created here too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+log = logging.getLogger(__name__)
+
+ADMIN_TIMEOUT = 15.0
+
+# MirrorMaker 2's DefaultConfigPropertyFilter: settings that belong to the target cluster.
+EXCLUDED_CONFIGS = frozenset(
+    {
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "message.timestamp.difference.max.ms",
+        "message.timestamp.type",
+        "unclean.leader.election.enable",
+        "min.insync.replicas",
+    }
+)
+
+COMPACTED_INTERNAL = {"cleanup.policy": "compact"}
+
+
+def partition_counts(admin: AdminClient, topics: Iterable[str] | None = None) -> dict[str, int]:
+    """Partition count of every topic (or of the given ones that exist)."""
+    metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
+    wanted = None if topics is None else set(topics)
+    return {
+        name: len(topic.partitions)
+        for name, topic in metadata.topics.items()
+        if topic.error is None and (wanted is None or name in wanted)
+    }
+
+
+def _wait(
+    futures: Mapping[Any, Future[Any]], what: str, tolerate: tuple[int, ...] = ()
+) -> list[str]:
+    """Wait for admin futures; return the names that failed (logged), ignoring `tolerate`."""
+    failed = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=ADMIN_TIMEOUT)
+        except KafkaException as error:
+            code = error.args[0].code() if error.args else None
+            if code in tolerate:
+                continue
+            log.error("%s %s failed: %s", what, name, error)
+            failed.append(str(getattr(name, "name", name)))
+    return failed
+
+
+def ensure_internal_topic(admin: AdminClient, name: str) -> None:
+    """A 1-partition compacted topic, as MirrorMaker 2 creates its internal topics."""
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=1, replication_factor=-1, config=COMPACTED_INTERNAL)]
+    )
+    _wait(futures, "creating internal topic", tolerate=(KafkaError.TOPIC_ALREADY_EXISTS,))
+
+
+def source_topic_configs(
+    admin: AdminClient, topics: Iterable[str], extra_excludes: frozenset[str]
+) -> dict[str, dict[str, str]]:
+    """Each topic's own (non-default) settings that a remote topic should copy."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    if not resources:
+        return {}
+    result: dict[str, dict[str, str]] = {}
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            entries = future.result(timeout=ADMIN_TIMEOUT)
+        except KafkaException as error:
+            log.warning("cannot read configs of topic %s: %s", resource.name, error)
+            continue
+        result[resource.name] = {
+            name: entry.value
+            for name, entry in entries.items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            and entry.value is not None
+            and name not in EXCLUDED_CONFIGS
+            and name not in extra_excludes
+        }
+    return result
+
+
+def create_or_grow(
+    target: AdminClient,
+    wanted: dict[str, int],
+    existing: dict[str, int],
+    configs: dict[str, dict[str, str]],
+) -> list[str]:
+    """Create missing remote topics and add partitions where the source has more.
+
+    `wanted` maps remote topic → source partition count; `configs` remote topic → settings.
+    Returns the remote topics that could not be created or grown.
+    """
+    to_create = [
+        NewTopic(
+            remote, num_partitions=count, replication_factor=-1, config=configs.get(remote, {})
+        )
+        for remote, count in wanted.items()
+        if remote not in existing
+    ]
+    to_grow = [
+        NewPartitions(remote, count)
+        for remote, count in wanted.items()
+        if remote in existing and existing[remote] < count
+    ]
+    failed: list[str] = []
+    if to_create:
+        log.info("creating remote topics: %s", ", ".join(t.topic for t in to_create))
+        failed += _wait(
+            target.create_topics(to_create),
+            "creating remote topic",
+            tolerate=(KafkaError.TOPIC_ALREADY_EXISTS,),
+        )
+    if to_grow:
+        log.info("growing remote topics: %s", ", ".join(p.topic for p in to_grow))
+        failed += _wait(target.create_partitions(to_grow), "adding partitions to")
+    return failed
+
+
+def copy_configs(target: AdminClient, configs: dict[str, dict[str, str]]) -> None:
+    """Set the source's topic settings on the remote topics (incrementally, never deleting)."""
+    resources = [
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            remote,
+            incremental_configs=[
+                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+                for name, value in settings.items()
+            ],
+        )
+        for remote, settings in configs.items()
+        if settings
+    ]
+    if resources:
+        _wait(target.incremental_alter_configs(resources), "copying configs to")

@@ -1,0 +1,137 @@
+"""Topic selection and naming: the seeds' examples, MirrorMaker 2's internal topics, cycles."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_mirror.topics import Selection, TopicNamer, is_internal, plan_topics
+
+SEED_EXAMPLES = [
+    (("^topic1$",), {"topic1"}),
+    (("^topic1$", "^topic2$"), {"topic1", "topic2"}),
+    (("^aaa.*",), {"aaa", "aaa.x"}),
+    (("^aaa.*", "^bbb.*"), {"aaa", "aaa.x", "bbb1"}),
+    (("^branch_[0-9]{3}_[a-z]*$",), {"branch_123_abc", "branch_001_"}),
+    (
+        (".*",),
+        {
+            "topic1",
+            "topic2",
+            "topic10",
+            "aaa",
+            "aaa.x",
+            "bbb1",
+            "branch_123_abc",
+            "branch_001_",
+            "branch_12_abc",
+            "xaaa",
+        },
+    ),
+]
+TOPICS = [
+    "topic1",
+    "topic2",
+    "topic10",
+    "aaa",
+    "aaa.x",
+    "bbb1",
+    "branch_123_abc",
+    "branch_001_",
+    "branch_12_abc",
+    "xaaa",
+]
+
+
+@pytest.mark.parametrize(("patterns", "expected"), SEED_EXAMPLES)
+def test_the_seeds_pattern_examples(patterns: tuple[str, ...], expected: set[str]) -> None:
+    selection = Selection(patterns)
+    assert {t for t in TOPICS if selection.matches(t)} == expected
+
+
+def test_matching_is_on_the_whole_name() -> None:
+    selection = Selection(("accounting",))
+    assert selection.matches("accounting")
+    assert not selection.matches("accounting.invoices")
+    assert not selection.matches("old-accounting")
+
+
+def test_excludes_win_over_includes() -> None:
+    selection = Selection(("accounting\\..*",), ("accounting\\.secret.*",))
+    assert selection.matches("accounting.invoices")
+    assert not selection.matches("accounting.secret-salaries")
+
+
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "__consumer_offsets",
+        "__transaction_state",
+        ".hidden",
+        "A.checkpoints.internal",
+        "mm2-offset-syncs.B.internal",
+        "app-KSTREAM-internal",
+    ],
+)
+def test_internal_topics(topic: str) -> None:
+    assert is_internal(topic)
+
+
+@pytest.mark.parametrize(
+    ("policy", "separator", "remote"),
+    [
+        ("suffix", ".", "mytopic.A"),
+        ("prefix", ".", "A.mytopic"),
+        ("identity", ".", "mytopic"),
+        ("suffix", "_", "mytopic_A"),
+    ],
+)
+def test_remote_names(policy: str, separator: str, remote: str) -> None:
+    namer = TopicNamer("A", policy, separator)  # type: ignore[arg-type]
+    assert namer.remote_name("mytopic") == remote
+
+
+@pytest.mark.parametrize(
+    ("policy", "topic", "cycle"),
+    [
+        ("suffix", "invoices.B", True),
+        ("suffix", "invoices.B.C", True),
+        ("suffix", "invoices.C", False),
+        ("suffix", "invoices", False),
+        ("prefix", "B.invoices", True),
+        ("prefix", "C.B.invoices", True),
+        ("prefix", "C.invoices", False),
+        ("identity", "invoices.B", False),
+    ],
+)
+def test_cycles_by_name(policy: str, topic: str, cycle: bool) -> None:
+    namer = TopicNamer("A", policy)  # type: ignore[arg-type]
+    assert namer.is_cycle(topic, "B") is cycle
+
+
+def test_plan_is_the_union_of_selections_and_says_why_it_skips() -> None:
+    long_topic = "t" * 248
+    plan = plan_topics(
+        [
+            "accounting.invoices",
+            "hr.people",
+            "sales.orders",
+            "accounting.invoices.B",
+            "__consumer_offsets",
+            long_topic,
+        ],
+        [Selection(("accounting\\..*",)), Selection(("hr\\..*", "t+"))],
+        TopicNamer("A"),
+        target_alias="B",
+    )
+    assert plan.mirrored == {
+        "accounting.invoices": "accounting.invoices.A",
+        "hr.people": "hr.people.A",
+    }
+    reasons = {s.topic: s.reason for s in plan.skipped}
+    assert "cycle" in reasons["accounting.invoices.B"]
+    assert "250 characters, over Kafka's limit of 249" in reasons[long_topic]
+
+
+def test_no_selection_mirrors_nothing() -> None:
+    plan = plan_topics(["a", "b"], [], TopicNamer("A"), "B")
+    assert plan.mirrored == {} and plan.skipped == []
