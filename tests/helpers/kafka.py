@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -77,8 +77,11 @@ def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> li
     try:
         while len(records) < count and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=500, timeout=0.5):
-                if message.error():
-                    raise RuntimeError(message.error())
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        continue  # not created yet: keep waiting
+                    raise RuntimeError(error)
                 records.append(
                     Record(
                         key=message.key(),

@@ -44,13 +44,23 @@ def java_command(
     ]
 
 
+# A development-only SCRAM user on every cluster's SASL listener.
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_USER, SCRAM_PASSWORD = "mirror", "mirror-dev-secret"
+
+
 @dataclass
 class KafkaCluster:
-    """Cluster `alias` (A or B) in `workdir`: one combined broker and controller."""
+    """Cluster `alias` (A or B) in `workdir`: one combined broker and controller.
+
+    Clients connect on `port` (PLAINTEXT) or `sasl_port` (SASL_PLAINTEXT, SCRAM-SHA-512, with
+    the user SCRAM_USER).
+    """
 
     alias: str
     workdir: Path
     port: int = field(default_factory=free_port)
+    sasl_port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     process: ServerProcess | None = None
 
@@ -58,17 +68,28 @@ class KafkaCluster:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
+
     def _properties(self) -> str:
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
             f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+            "SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
             "log.dirs": str(self.workdir / "data"),
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
@@ -100,6 +121,8 @@ class KafkaCluster:
                     str(uuid.uuid4()),
                     "-c",
                     str(config),
+                    "--add-scram",
+                    f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={SCRAM_PASSWORD}]",
                     heap="256m",
                 ),
                 check=True,
@@ -118,22 +141,27 @@ class KafkaCluster:
         self.process = ServerProcess(f"kafka-{self.alias}", command, self.workdir / "stdout.log")
         self.process.start()
         self.process.wait_until(lambda: port_open(self.port), timeout, "listening")
-        self._wait_for_metadata(timeout)
+        self._wait_until_serving(timeout)
 
-    def _wait_for_metadata(self, timeout: float) -> None:
-        """The port opens before the broker has joined its own quorum; wait for real metadata."""
+    def _wait_until_serving(self, timeout: float) -> None:
+        """The port opens before the broker has joined its own quorum, and group requests fail
+        with NOT_COORDINATOR until `__consumer_offsets` exists: wait for both."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
 
-        def has_broker() -> bool:
+        def serving() -> bool:
             try:
-                return bool(admin.list_topics(timeout=2).brokers)
+                if not admin.list_topics(timeout=2).brokers:
+                    return False
+                probe = admin.describe_consumer_groups(["dev-stack-probe"], request_timeout=2)
+                probe["dev-stack-probe"].result()
             except Exception:
                 return False
+            return True
 
         assert self.process is not None
-        self.process.wait_until(has_broker, timeout, "serving metadata")
+        self.process.wait_until(serving, timeout, "serving metadata and consumer groups")
 
     def stop(self) -> None:
         if self.process is not None:

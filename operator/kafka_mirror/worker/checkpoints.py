@@ -16,6 +16,7 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
+    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
@@ -42,7 +43,12 @@ class TopicTail:
         consumer.assign([self.partition])
 
     def read_new(self, timeout: float = 10.0) -> list[tuple[bytes, bytes]]:
-        low, high = self.consumer.get_watermark_offsets(self.partition, timeout=timeout)
+        try:
+            low, high = self.consumer.get_watermark_offsets(self.partition, timeout=timeout)
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError._UNKNOWN_PARTITION:
+                return []  # just created: the broker's metadata has not caught up yet
+            raise
         self.position = max(self.position, low)
         records: list[tuple[bytes, bytes]] = []
         deadline = time.monotonic() + timeout
@@ -102,12 +108,12 @@ class Checkpointer:
             return
         started = time.monotonic()
         topics = {topic for topic, _ in owned}
-        listing = self.source_admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT)
-        groups = [
-            g.group_id
-            for g in listing.result(timeout=ADMIN_TIMEOUT).valid
-            if self.groups.wants(g.group_id)
-        ]
+        listing = self.source_admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result(
+            timeout=ADMIN_TIMEOUT
+        )
+        for error in listing.errors:
+            log.warning("listing the source's consumer groups: %s", error)
+        groups = [g.group_id for g in listing.valid if self.groups.wants(g.group_id)]
         emitted = 0
         for group in groups:
             checkpoints = self._checkpoints_for(group, owned, topics)
@@ -134,7 +140,9 @@ class Checkpointer:
         self, group: str, owned: dict[tuple[str, int], str], topics: set[str]
     ) -> list[Checkpoint]:
         request = [ConsumerGroupTopicPartitions(group)]
-        futures = self.source_admin.list_consumer_group_offsets(request)
+        futures = self.source_admin.list_consumer_group_offsets(
+            request, request_timeout=ADMIN_TIMEOUT
+        )
         result = futures[group].result(timeout=ADMIN_TIMEOUT)
         checkpoints = []
         for tp in result.topic_partitions or []:
@@ -159,7 +167,9 @@ class Checkpointer:
 
     def _sync_group(self, group: str, owned: dict[tuple[str, int], str]) -> None:
         """Commit the checkpointed offsets to `group` on the target, if it is idle there."""
-        described = self.target_admin.describe_consumer_groups([group])[group]
+        described = self.target_admin.describe_consumer_groups(
+            [group], request_timeout=ADMIN_TIMEOUT
+        )[group]
         try:
             description = described.result(timeout=ADMIN_TIMEOUT)
             if description.members or description.state not in (
@@ -185,11 +195,17 @@ class Checkpointer:
             [ConsumerGroupTopicPartitions(group, updates)]
         )[group]
         try:
-            future.result(timeout=ADMIN_TIMEOUT)
-            self.metrics.group_offsets_synced.labels(group).inc(len(updates))
+            result = future.result(timeout=ADMIN_TIMEOUT)
         except KafkaException as error:
             # A member may have joined since we looked; it owns its offsets now.
             log.info("not syncing offsets of group %s on the target: %s", group, error)
+            return
+        refused = [tp for tp in result.topic_partitions or [] if tp.error is not None]
+        for tp in refused:
+            log.info(
+                "group %s on the target kept %s[%d]: %s", group, tp.topic, tp.partition, tp.error
+            )
+        self.metrics.group_offsets_synced.labels(group).inc(len(updates) - len(refused))
 
     def _target_offsets(self, group: str) -> dict[tuple[str, int], int]:
         futures = self.target_admin.list_consumer_group_offsets(

@@ -1,0 +1,117 @@
+"""Run the real worker (`python -m kafka_mirror worker --config FILE`) as a local process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.processes import free_port
+
+
+def worker_config(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    includes: list[str],
+    excludes: list[str] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A worker configuration for A → B with fast intervals, as the operator would render it."""
+    config: dict[str, Any] = {
+        "mirror": f"test/m-{uuid.uuid4().hex[:8]}",
+        "source": {
+            "alias": "A",
+            "bootstrapServers": kafka_a.bootstrap_servers,
+            "config": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"},
+        },
+        "target": {"alias": "B", "bootstrapServers": kafka_b.bootstrap_servers},
+        "selections": [{"name": "test", "includes": includes, "excludes": excludes or []}],
+        "refreshTopicsIntervalSeconds": 1,
+        "checkpoints": {"intervalSeconds": 1},
+        "metricsPort": free_port(),
+    }
+    config.update(overrides)
+    return config
+
+
+class WorkerProcess:
+    """One worker process, as a pod would run it: command, config file, environment."""
+
+    def __init__(self, config: dict[str, Any], workdir: Path, name: str = "worker") -> None:
+        self.config, self.workdir, self.name = config, workdir, name
+        self.config_path = workdir / f"{name}.yaml"
+        self.log_path = workdir / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.write_config(config)
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        self.config = config
+        # Replace atomically, as the kubelet swaps a ConfigMap volume's files.
+        partial = self.config_path.with_suffix(".partial")
+        partial.write_text(yaml.safe_dump(config))
+        partial.replace(self.config_path)
+
+    def start(self) -> WorkerProcess:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ),
+            )
+        wait_for(lambda: self.get("/healthz") is not None, 30, f"{self.name} serving health")
+        return self
+
+    def get(self, path: str) -> str | None:
+        url = f"http://127.0.0.1:{self.config['metricsPort']}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return str(response.read().decode())
+        except OSError:
+            return None
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of a metric's samples whose labels include `labels` (0 if none)."""
+        text = self.get("/metrics") or ""
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and labels.items() <= sample.labels.items():
+                    total += sample.value
+        return total
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 30) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

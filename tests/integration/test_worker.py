@@ -1,0 +1,493 @@
+"""The mirroring worker against the real clusters A and B, run as the pods would run it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.devstack.builds import REPO_ROOT, kafka_libs, require
+from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, KafkaCluster
+from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from tests.helpers.kafka import Record, consume, create_topics, produce
+from tests.helpers.worker import WorkerProcess, wait_for, worker_config
+
+pytestmark = pytest.mark.kafka
+
+StartWorker = Callable[..., WorkerProcess]
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StartWorker]:
+    """Start worker processes; they are stopped (and their logs shown on failure) afterwards."""
+    workers: list[WorkerProcess] = []
+
+    def start(config: dict[str, Any], name: str = "worker") -> WorkerProcess:
+        worker = WorkerProcess(config, tmp_path, name).start()
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        if worker.running():
+            worker.stop()
+        print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def topics_on(cluster: KafkaCluster) -> set[str]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    return set(admin.list_topics(timeout=10).topics)
+
+
+def end_offsets(cluster: KafkaCluster, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": unique()})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+    finally:
+        consumer.close()
+
+
+def upstream_of(record: Record) -> Provenance:
+    values = [v for k, v in record.headers if k == PROVENANCE_HEADER]
+    assert len(values) == 1, record.headers
+    return Provenance.decode(values[0])
+
+
+def without_provenance(record: Record) -> tuple[Any, ...]:
+    headers = tuple((k, v) for k, v in record.headers if k != PROVENANCE_HEADER)
+    return (record.key, record.value, headers, record.timestamp, record.partition)
+
+
+def commit_group(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    request = [
+        ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
+        )
+    ]
+    result = admin.alter_consumer_group_offsets(request)[group].result(timeout=10)
+    errors = [tp.error for tp in result.topic_partitions or [] if tp.error is not None]
+    assert not errors, errors
+
+
+def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.result(timeout=10).topic_partitions or []
+        if tp.offset >= 0
+    }
+
+
+def records(count: int, partitions: int, size: int = 20) -> list[Record]:
+    return [
+        Record(
+            key=f"k{i}".encode(),
+            value=f"v{i}".encode().ljust(size, b"."),
+            headers=(("app-header", f"h{i}".encode()),),
+            timestamp=1_700_000_000_000 + i,
+            partition=i % partitions,
+        )
+        for i in range(count)
+    ]
+
+
+# --- selection and record fidelity ---------------------------------------------------------
+
+
+def test_selected_topics_mirror_every_record_field_and_nothing_else(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    p = unique()
+    selected, excluded, cyclic = f"{p}.orders", f"{p}.scratch", f"{p}.orders.B"
+    internal, unselected = f"{p}.state-internal", f"other{p}"
+    create_topics(kafka_a.bootstrap_servers, [selected], partitions=3)
+    create_topics(kafka_a.bootstrap_servers, [excluded, cyclic, internal, unselected])
+    sent = records(300, partitions=3)
+    produce(kafka_a.bootstrap_servers, selected, sent)
+    for topic in (excluded, cyclic, internal, unselected):
+        produce(kafka_a.bootstrap_servers, topic, records(5, partitions=1))
+
+    worker = start_worker(worker_config(kafka_a, kafka_b, [f"{re.escape(p)}.*"], [".*\\.scratch"]))
+    received = consume(kafka_b.bootstrap_servers, f"{selected}.A", len(sent))
+
+    assert sorted(map(without_provenance, received)) == sorted(map(without_provenance, sent))
+    by_value = {r.value: r for r in sent}
+    for record in received:
+        origin = upstream_of(record)
+        assert origin.alias == "A" and origin.partition == record.partition
+        assert by_value[record.value].partition == origin.partition
+    on_b = topics_on(kafka_b)
+    assert f"{selected}.A" in on_b
+    assert not {f"{t}.A" for t in (excluded, cyclic, internal, unselected)} & on_b
+    assert worker.metric("kafka_mirror_skipped_topic", topic=cyclic) == 1
+    assert worker.metric("kafka_mirror_active_topic", topic=selected) == 1
+    assert end_offsets(kafka_b, f"{selected}.A") == end_offsets(kafka_a, selected)
+
+
+def test_remote_topics_copy_partitions_and_configs_and_grow(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    topic = unique("cfg")
+    create_topics(
+        kafka_a.bootstrap_servers,
+        [topic],
+        partitions=2,
+        config={"retention.ms": "7200000", "min.insync.replicas": "1", "cleanup.policy": "compact"},
+    )
+    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
+    wait_for(lambda: f"{topic}.A" in topics_on(kafka_b), 20, "the remote topic")
+    from confluent_kafka.admin import ConfigResource, NewPartitions
+
+    target = AdminClient({"bootstrap.servers": kafka_b.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, f"{topic}.A")
+    configs = target.describe_configs([resource])[resource].result(timeout=10)
+    assert configs["retention.ms"].value == "7200000"
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["min.insync.replicas"].source != 1  # MirrorMaker 2 leaves this to the target
+    source = AdminClient({"bootstrap.servers": kafka_a.bootstrap_servers})
+    source.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=10)
+    wait_for(lambda: len(end_offsets(kafka_b, f"{topic}.A")) == 4, 30, "partitions to grow")
+
+
+def test_new_topics_and_selection_changes_apply_live(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    p = unique()
+    first, late = f"{p}.first", f"{p}.late"
+    create_topics(kafka_a.bootstrap_servers, [first])
+    produce(kafka_a.bootstrap_servers, first, records(50, partitions=1))
+    config = worker_config(kafka_a, kafka_b, [f"{re.escape(p)}\\..*"])
+    worker = start_worker(config)
+    consume(kafka_b.bootstrap_servers, f"{first}.A", 50)
+
+    created = time.monotonic()
+    create_topics(kafka_a.bootstrap_servers, [late])
+    produce(kafka_a.bootstrap_servers, late, records(20, partitions=1))
+    consume(kafka_b.bootstrap_servers, f"{late}.A", 20, timeout=30)
+    picked_up = time.monotonic() - created
+    assert picked_up < 10 + 5, f"new topic took {picked_up:.1f}s"  # refresh interval + slack
+
+    # Replace the selection: only `late` now; `first` stops, without a restart.
+    pid = worker.process.pid if worker.process else None
+    worker.write_config({**config, "selections": [{"name": "test", "includes": [re.escape(late)]}]})
+    wait_for(
+        lambda: worker.metric("kafka_mirror_active_topic", topic=first) == 0,
+        20,
+        "the old topic to stop",
+    )
+    produce(kafka_a.bootstrap_servers, first, records(10, partitions=1))
+    produce(kafka_a.bootstrap_servers, late, records(10, partitions=1))
+    consume(kafka_b.bootstrap_servers, f"{late}.A", 30)
+    time.sleep(3)
+    assert sum(end_offsets(kafka_b, f"{first}.A").values()) == 50
+    assert worker.process is not None and worker.process.pid == pid and worker.running()
+    assert "applying the new selections live" in worker.log()
+
+
+# --- offsets -----------------------------------------------------------------------------
+
+
+def translate_with_mirror_client(kafka_b: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
+    """Kafka's own RemoteClusterUtils.translateOffsets, run from Java against our checkpoints."""
+    program = REPO_ROOT / "tests" / "java" / "TranslateOffsets.java"
+    result = subprocess.run(
+        [
+            require("java"),
+            "-cp",
+            f"{kafka_libs()}/*",
+            str(program),
+            kafka_b.bootstrap_servers,
+            "A",
+            group,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line.split() for line in result.stdout.splitlines() if line.strip()]
+    return {(topic, int(partition)): int(offset) for topic, partition, offset in lines}
+
+
+def test_checkpoints_work_with_mirror_client_and_failover_skips_nothing(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    topic, group = unique("pay"), unique("billing")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(kafka_a.bootstrap_servers, topic, records(1000, partitions=2))
+    committed = {0: 333, 1: 250}  # where the group stands on A when A is lost
+    commit_group(kafka_a, group, topic, committed)
+    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
+    consume(kafka_b.bootstrap_servers, f"{topic}.A", 1000)
+
+    translated: dict[tuple[str, int], int] = {}
+
+    def both_partitions() -> bool:
+        translated.update(translate_with_mirror_client(kafka_b, group))
+        return len(translated) == 2
+
+    wait_for(both_partitions, 60, "checkpoints for both partitions", every=2)
+    assert set(translated) == {(f"{topic}.A", 0), (f"{topic}.A", 1)}
+
+    # Fail over: the group resumes on B at the translated offsets and reads to the end.
+    ends = end_offsets(kafka_a, topic)
+    for partition, position in committed.items():
+        start = translated[(f"{topic}.A", partition)]
+        seen = [
+            upstream_of(r).offset for r in read_partition(kafka_b, f"{topic}.A", partition, start)
+        ]
+        missing = set(range(position, ends[partition])) - set(seen)
+        assert not missing, f"failover would skip {sorted(missing)[:10]}"
+        reread = position - min(seen)
+        assert 0 <= reread <= 100  # at most offsetSyncs.maxLag records read again
+
+
+def read_partition(cluster: KafkaCluster, topic: str, partition: int, start: int) -> list[Record]:
+    end = end_offsets(cluster, topic)[partition]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": unique(),
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, start)])
+    out: list[Record] = []
+    deadline = time.monotonic() + 30
+    try:
+        while (not out or (out[-1].offset or 0) < end - 1) and time.monotonic() < deadline:
+            for m in consumer.consume(500, timeout=0.5):
+                out.append(
+                    Record(
+                        m.key(),
+                        m.value(),
+                        tuple(m.headers() or ()),
+                        m.timestamp()[1],
+                        m.partition(),
+                        m.offset(),
+                    )
+                )
+    finally:
+        consumer.close()
+    return out
+
+
+def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    topic, group = unique("sync"), unique("app")
+    remote = f"{topic}.A"
+    create_topics(kafka_a.bootstrap_servers, [topic])
+    produce(kafka_a.bootstrap_servers, topic, records(1000, partitions=1))
+    commit_group(kafka_a, group, topic, {0: 500})
+    config = worker_config(
+        kafka_a,
+        kafka_b,
+        [re.escape(topic)],
+        checkpoints={"intervalSeconds": 1, "syncGroupOffsets": True},
+    )
+    start_worker(config)
+    wait_for(lambda: (remote, 0) in group_offsets(kafka_b, group), 60, "group offsets on B")
+    first = group_offsets(kafka_b, group)[(remote, 0)]
+    assert 400 < first <= 500  # never past the record the group had not yet processed
+
+    # The group becomes active on B: its own offsets must not be overwritten.
+    active = Consumer(
+        {
+            "bootstrap.servers": kafka_b.bootstrap_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+
+    def joined() -> bool:
+        active.poll(0.2)
+        return bool(active.assignment())
+
+    try:
+        active.subscribe([remote])
+        # librdkafka heartbeats in the background: once assigned, it stays a member.
+        wait_for(joined, 30, "the B consumer to join")
+        commit_group(kafka_a, group, topic, {0: 900})
+        time.sleep(6)
+        assert group_offsets(kafka_b, group)[(remote, 0)] == first
+    finally:
+        active.close()
+
+    # Idle again: the newer position is synced.
+    wait_for(lambda: group_offsets(kafka_b, group)[(remote, 0)] > 800, 30, "the sync to resume")
+    synced = group_offsets(kafka_b, group)[(remote, 0)]
+    # The group rewinds on A: B does not move backwards.
+    commit_group(kafka_a, group, topic, {0: 100})
+    time.sleep(5)
+    assert group_offsets(kafka_b, group)[(remote, 0)] == synced
+
+
+# --- failures ------------------------------------------------------------------------------
+
+
+def provenance_counts(cluster: KafkaCluster, remote: str, total: int) -> Counter[tuple[int, int]]:
+    received = consume(cluster.bootstrap_servers, remote, total, timeout=120)
+    return Counter((upstream_of(r).partition, upstream_of(r).offset) for r in received)
+
+
+def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    topic = unique("kill")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
+    total = 200_000
+    produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    first = start_worker(config, "replica-1")
+    second = start_worker(config, "replica-2")
+    wait_for(
+        lambda: (
+            first.metric("kafka_mirror_records_total") > 0
+            and second.metric("kafka_mirror_records_total") > 0
+        ),
+        60,
+        "both replicas mirroring",
+    )
+
+    first.kill()  # SIGKILL mid-stream
+    group = f"kafka-mirror.{config['mirror'].replace('/', '.')}"
+    committed_at_kill = group_offsets(kafka_a, group)
+    produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
+    wait_for(
+        lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) >= total, 120, "every record on B"
+    )
+
+    counts = provenance_counts(kafka_b, f"{topic}.A", total)
+    ends = end_offsets(kafka_a, topic)
+    expected = {(p, o) for p, end in ends.items() for o in range(end)}
+    assert set(counts) == expected, f"lost {len(expected - set(counts))} records"
+    duplicates = {key: n for key, n in counts.items() if n > 1}
+    for partition, offset in duplicates:
+        # Only records the killed replica had not committed are sent twice.
+        assert offset >= committed_at_kill.get((topic, partition), 0)
+    print(f"duplicates after SIGKILL: {sum(duplicates.values()) - len(duplicates)} of {total}")
+
+
+def test_a_target_broker_restart_loses_nothing(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    topic = unique("restart")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=4)
+    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
+    total, batch = 40_000, 2_000
+    produced = threading.Event()
+
+    def steady_producer() -> None:
+        for _ in range(total // batch):
+            produce(kafka_a.bootstrap_servers, topic, records(batch, partitions=4))
+            time.sleep(0.25)
+        produced.set()
+
+    producer = threading.Thread(target=steady_producer)
+    producer.start()
+    wait_for(
+        lambda: (
+            f"{topic}.A" in topics_on(kafka_b)
+            and sum(end_offsets(kafka_b, f"{topic}.A").values()) > 0
+        ),
+        30,
+        "mirroring to start",
+    )
+    kafka_b.stop()
+    time.sleep(5)
+    kafka_b.start()
+    producer.join()
+    wait_for(
+        lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) >= total, 120, "every record on B"
+    )
+    counts = provenance_counts(kafka_b, f"{topic}.A", total)
+    assert len(counts) == total
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def test_unreachable_source_is_reported_and_the_worker_keeps_running(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    from kafka_mirror.devstack.processes import free_port
+
+    config = worker_config(kafka_a, kafka_b, [".*"])
+    config["source"] = {"alias": "A", "bootstrapServers": f"127.0.0.1:{free_port()}"}
+    worker = start_worker(config)
+    wait_for(
+        lambda: worker.metric("kafka_mirror_errors_total", kind="topics") > 0,
+        60,
+        "the failed refresh to be counted",
+    )
+    assert worker.metric("kafka_mirror_cluster_reachable", cluster="source") == 0
+    assert worker.get("/readyz") is None  # 503: not ready
+    assert worker.get("/healthz") is not None
+    assert "topics failed (will retry)" in worker.log()
+    assert worker.running()
+
+
+def test_wrong_credentials_are_reported_and_never_logged(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    password = tmp_path / "password"
+    password.write_text("not-the-password-7f3a")
+    config = worker_config(kafka_a, kafka_b, [".*"])
+    config["source"] = {
+        "alias": "A",
+        "bootstrapServers": kafka_a.sasl_bootstrap_servers,
+        "sasl": {
+            "mechanism": SCRAM_MECHANISM,
+            "username": SCRAM_USER,
+            "passwordFile": str(password),
+        },
+    }
+    worker = start_worker(config)
+    wait_for(
+        lambda: worker.metric("kafka_mirror_errors_total", kind="authentication") > 0,
+        60,
+        "the authentication failure to be counted",
+    )
+    assert "refused our credentials" in worker.log()
+    assert "not-the-password-7f3a" not in worker.log()
+    assert worker.running()
+
+
+def test_invalid_patterns_and_oversize_names_are_reported_and_the_rest_mirrors(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    p = unique()
+    good, too_long = f"{p}.good", f"{p}." + "x" * (247 - len(p))
+    assert len(too_long) == 248
+    create_topics(kafka_a.bootstrap_servers, [good, too_long])
+    produce(kafka_a.bootstrap_servers, good, records(10, partitions=1))
+    config = worker_config(kafka_a, kafka_b, [f"{re.escape(p)}\\..*"])
+    config["selections"].append({"name": "broken", "includes": ["[unclosed"]})
+    worker = start_worker(config)
+    consume(kafka_b.bootstrap_servers, f"{good}.A", 10)
+    assert worker.metric("kafka_mirror_invalid_patterns") == 1
+    assert "selection broken: invalid regular expression '[unclosed'" in worker.log()
+    assert worker.metric("kafka_mirror_skipped_topic", topic=too_long) == 1
+    assert "over Kafka's limit of 249" in worker.log()
