@@ -48,14 +48,19 @@ def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> None:
         kwargs = {"timestamp": record.timestamp} if record.timestamp is not None else {}
         if record.partition is not None:
             kwargs["partition"] = record.partition
-        producer.produce(
-            topic,
-            key=record.key,
-            value=record.value,
-            headers=list(record.headers),
-            on_delivery=on_delivery,
-            **kwargs,
-        )
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=record.key,
+                    value=record.value,
+                    headers=list(record.headers),
+                    on_delivery=on_delivery,
+                    **kwargs,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)  # local queue full: wait for deliveries
         producer.poll(0)
     remaining = producer.flush(30)
     assert remaining == 0 and not failures, f"produce failed: {failures or remaining}"

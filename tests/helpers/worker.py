@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from confluent_kafka import KafkaException
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.devstack.kafka import KafkaCluster
@@ -39,7 +40,6 @@ def worker_config(
         "selections": [{"name": "test", "includes": includes, "excludes": excludes or []}],
         "refreshTopicsIntervalSeconds": 1,
         "checkpoints": {"intervalSeconds": 1},
-        "metricsPort": free_port(),
     }
     config.update(overrides)
     return config
@@ -50,6 +50,7 @@ class WorkerProcess:
 
     def __init__(self, config: dict[str, Any], workdir: Path, name: str = "worker") -> None:
         self.config, self.workdir, self.name = config, workdir, name
+        self.metrics_port = free_port()
         self.config_path = workdir / f"{name}.yaml"
         self.log_path = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -68,13 +69,13 @@ class WorkerProcess:
                 [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(self.config_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=dict(os.environ),
+                env={**os.environ, "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port)},
             )
         wait_for(lambda: self.get("/healthz") is not None, 30, f"{self.name} serving health")
         return self
 
     def get(self, path: str) -> str | None:
-        url = f"http://127.0.0.1:{self.config['metricsPort']}{path}"
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 return str(response.read().decode())
@@ -109,9 +110,13 @@ class WorkerProcess:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: float = 0.25) -> None:
+    """Poll `condition`; a Kafka error while polling (a leader moving) counts as not yet."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():
-            return
+        try:
+            if condition():
+                return
+        except KafkaException:
+            pass
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -347,7 +347,9 @@ def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
 # --- failures ------------------------------------------------------------------------------
 
 
-def provenance_counts(cluster: KafkaCluster, remote: str, total: int) -> Counter[tuple[int, int]]:
+def provenance_counts(cluster: KafkaCluster, remote: str) -> Counter[tuple[int, int]]:
+    """How often each source (partition, offset) is on the target, reading all of `remote`."""
+    total = sum(end_offsets(cluster, remote).values())
     received = consume(cluster.bootstrap_servers, remote, total, timeout=120)
     return Counter((upstream_of(r).partition, upstream_of(r).offset) for r in received)
 
@@ -357,7 +359,7 @@ def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
 ) -> None:
     topic = unique("kill")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
-    total = 200_000
+    total = 400_000
     produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
     config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
     first = start_worker(config, "replica-1")
@@ -371,7 +373,14 @@ def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
         "both replicas mirroring",
     )
 
+    wait_for(
+        lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) > total // 10,
+        60,
+        "a tenth of the records on B",
+    )
     first.kill()  # SIGKILL mid-stream
+    on_b_at_kill = sum(end_offsets(kafka_b, f"{topic}.A").values())
+    assert on_b_at_kill < total // 2, "the backlog was done before the kill: raise `total`"
     group = f"kafka-mirror.{config['mirror'].replace('/', '.')}"
     committed_at_kill = group_offsets(kafka_a, group)
     produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
@@ -379,7 +388,7 @@ def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
         lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) >= total, 120, "every record on B"
     )
 
-    counts = provenance_counts(kafka_b, f"{topic}.A", total)
+    counts = provenance_counts(kafka_b, f"{topic}.A")
     ends = end_offsets(kafka_a, topic)
     expected = {(p, o) for p, end in ends.items() for o in range(end)}
     assert set(counts) == expected, f"lost {len(expected - set(counts))} records"
@@ -387,7 +396,8 @@ def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
     for partition, offset in duplicates:
         # Only records the killed replica had not committed are sent twice.
         assert offset >= committed_at_kill.get((topic, partition), 0)
-    print(f"duplicates after SIGKILL: {sum(duplicates.values()) - len(duplicates)} of {total}")
+    resent = sum(duplicates.values()) - len(duplicates)
+    print(f"SIGKILL with {on_b_at_kill} of {total} on B: {resent} records sent twice")
 
 
 def test_a_target_broker_restart_loses_nothing(
@@ -422,8 +432,9 @@ def test_a_target_broker_restart_loses_nothing(
     wait_for(
         lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) >= total, 120, "every record on B"
     )
-    counts = provenance_counts(kafka_b, f"{topic}.A", total)
+    counts = provenance_counts(kafka_b, f"{topic}.A")
     assert len(counts) == total
+    print(f"duplicates after a target restart: {sum(counts.values()) - total} of {total}")
 
 
 # --- bad input ------------------------------------------------------------------------------

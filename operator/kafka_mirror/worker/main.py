@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -16,9 +18,12 @@ log = logging.getLogger("kafka_mirror.worker")
 
 def run(config_path: Path) -> int:
     """Run until SIGTERM/SIGINT (exit 0, after the final commit) or a permanent failure (1)."""
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints every thread's stack
     metrics = WorkerMetrics()
     worker = MirrorWorker(config_path, metrics)
-    server = serve(metrics, worker.config.metrics_port, worker.watchdog.alive, worker.ready)
+    # Several replicas on one host (tests standing in for the kubelet) need their own ports.
+    port = int(os.environ.get("KAFKA_MIRROR_METRICS_PORT", worker.config.metrics_port))
+    server = serve(metrics, port, worker.watchdog.alive, worker.ready)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info(
