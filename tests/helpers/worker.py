@@ -95,6 +95,12 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def dump_stacks(self) -> None:
+        """Every thread's stack into the log (the worker registers SIGUSR1 with faulthandler)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+
     def stop(self, timeout: float = 30) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)

@@ -40,6 +40,7 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
     yield start
     for worker in workers:
         if worker.running():
+            worker.dump_stacks()  # shown with the log below when the test failed
             worker.stop()
         print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
 
@@ -167,6 +168,9 @@ def test_remote_topics_copy_partitions_and_configs_and_grow(
     source = AdminClient({"bootstrap.servers": kafka_a.bootstrap_servers})
     source.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=10)
     wait_for(lambda: len(end_offsets(kafka_b, f"{topic}.A")) == 4, 30, "partitions to grow")
+    produce(kafka_a.bootstrap_servers, topic, records(40, partitions=4))
+    received = consume(kafka_b.bootstrap_servers, f"{topic}.A", 40)
+    assert {r.partition for r in received} == {0, 1, 2, 3}
 
 
 def test_new_topics_and_selection_changes_apply_live(

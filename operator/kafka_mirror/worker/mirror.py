@@ -121,6 +121,7 @@ class MirrorWorker:
         self.subscribed: list[str] = []
         self.remote_partitions: dict[str, int] = {}
         self.flows: dict[tuple[str, int], PartitionFlow] = {}
+        self.held: dict[tuple[str, int], TopicPartition] = {}
         self.internal_topics_ready = False
         self._last_problems: list[str] = []
         self._build_clients()
@@ -150,6 +151,10 @@ class MirrorWorker:
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "partition.assignment.strategy": "cooperative-sticky",
+                # Notice partitions added on the source as fast as new topics.
+                "topic.metadata.refresh.interval.ms": int(
+                    config.refresh_topics_interval_seconds * 1000
+                ),
                 "fetch.max.bytes": 64 * 1024 * 1024,
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
                 "queued.max.messages.kbytes": 256 * 1024,
@@ -287,9 +292,11 @@ class MirrorWorker:
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
-            flow = self.flows.get((topic, partition)) or self._open_flow(topic, partition)
+            if (topic, partition) in self.held:
+                continue  # waiting for its remote partition; it was rewound to the first record
+            flow = self.flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
             if flow is None:
-                continue  # dropped from the selection; its revocation is on its way
+                continue
             headers = cast(list[tuple[str, str | bytes | None]], message.headers() or [])
             if identity and target_alias in provenance_aliases(headers):
                 continue  # came from the target in the first place: a cycle
@@ -313,15 +320,18 @@ class MirrorWorker:
                 except BufferError:
                     self.producer.poll(0.05)  # the local queue is full: let deliveries drain
 
-    def _open_flow(self, topic: str, partition: int) -> PartitionFlow | None:
+    def _open_flow(self, topic: str, partition: int, offset: int) -> PartitionFlow | None:
         remote = self.plan.mirrored.get(topic)
         if remote is None:
-            return None
+            return None  # dropped from the selection; its revocation is on its way
         if partition >= self.remote_partitions.get(remote, 0):
-            self._refresh_topics()  # the source grew since the last refresh
-            if partition >= self.remote_partitions.get(remote, 0):
-                self._fail(f"remote topic {remote} has no partition {partition}")
-                return None
+            # The source grew since the last refresh: hold this partition (rewound to this
+            # record) until the next refresh has grown the remote topic.
+            held = TopicPartition(topic, partition, offset)
+            self.consumer.pause([held])
+            self.consumer.seek(held)
+            self.held[(topic, partition)] = held
+            return None
         flow = PartitionFlow(
             topic,
             partition,
@@ -393,6 +403,7 @@ class MirrorWorker:
     def _forget(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.flows.pop((tp.topic, tp.partition), None)
+            self.held.pop((tp.topic, tp.partition), None)
             with suppress(KeyError):  # no lag reported for it yet
                 self.metrics.lag.remove(tp.topic, str(tp.partition))
 
@@ -453,6 +464,9 @@ class MirrorWorker:
         self.plan = TopicPlan(mirrored, skipped)
         self.metrics.set_topics(mirrored, [(s.topic, s.reason) for s in skipped])
         self._subscribe(sorted(mirrored))
+        if self.held:
+            self.consumer.resume(list(self.held.values()))
+            self.held.clear()
 
     def _remote_configs(self, topics: set[str], plan: TopicPlan) -> dict[str, dict[str, str]]:
         if not self.config.topic_config_sync.enabled or not topics:
