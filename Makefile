@@ -27,8 +27,8 @@ unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests
-	$(BIN)/ruff format --check operator tests
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/mypy
 
 ## Install Kafka, etcd, kube-apiserver and Helm into the cache (first run: ~15 minutes).

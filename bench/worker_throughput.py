@@ -4,7 +4,7 @@ Starts its own Kafka clusters A and B (real, KRaft, from the dev stack), preload
 with Kafka's own ProducerPerformance tool, then runs one worker process exactly as a pod would
 (`python -m kafka_mirror worker --config FILE`) and times how long B takes to hold every record.
 
-    .venv/bin/python bench/worker_throughput.py                       # 1,000,000 x 1 KB, 8 partitions
+    .venv/bin/python bench/worker_throughput.py   # 1,000,000 x 1 KB over 8 partitions
     .venv/bin/python bench/worker_throughput.py --records 200000 --size 100
 
 Prints progress while it runs and a JSON summary at the end (also written with --output).
