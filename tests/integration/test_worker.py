@@ -351,6 +351,25 @@ def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
 # --- failures ------------------------------------------------------------------------------
 
 
+def worker_group(config: dict[str, Any]) -> str:
+    return "kafka-mirror." + config["mirror"].replace("/", ".")
+
+
+def wait_until_mirrored(kafka_a: KafkaCluster, config: dict[str, Any], topic: str) -> None:
+    """Until the workers committed the source's end offsets: all of it acknowledged by B.
+
+    (Counting records on B is not enough: re-sent duplicates can make up for missing ones.)
+    """
+    group = worker_group(config)
+
+    def caught_up() -> bool:
+        committed = group_offsets(kafka_a, group)
+        ends = end_offsets(kafka_a, topic)
+        return all(committed.get((topic, p), -1) >= end for p, end in ends.items())
+
+    wait_for(caught_up, 120, "the workers to commit the whole topic", every=1)
+
+
 def provenance_counts(cluster: KafkaCluster, remote: str) -> Counter[tuple[int, int]]:
     """How often each source (partition, offset) is on the target, reading all of `remote`."""
     total = sum(end_offsets(cluster, remote).values())
@@ -385,12 +404,9 @@ def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
     first.kill()  # SIGKILL mid-stream
     on_b_at_kill = sum(end_offsets(kafka_b, f"{topic}.A").values())
     assert on_b_at_kill < total // 2, "the backlog was done before the kill: raise `total`"
-    group = f"kafka-mirror.{config['mirror'].replace('/', '.')}"
-    committed_at_kill = group_offsets(kafka_a, group)
+    committed_at_kill = group_offsets(kafka_a, worker_group(config))
     produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
-    wait_for(
-        lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) >= total, 120, "every record on B"
-    )
+    wait_until_mirrored(kafka_a, config, topic)
 
     counts = provenance_counts(kafka_b, f"{topic}.A")
     ends = end_offsets(kafka_a, topic)
@@ -409,7 +425,8 @@ def test_a_target_broker_restart_loses_nothing(
 ) -> None:
     topic = unique("restart")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=4)
-    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    start_worker(config)
     total, batch = 40_000, 2_000
     produced = threading.Event()
 
@@ -433,9 +450,7 @@ def test_a_target_broker_restart_loses_nothing(
     time.sleep(5)
     kafka_b.start()
     producer.join()
-    wait_for(
-        lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) >= total, 120, "every record on B"
-    )
+    wait_until_mirrored(kafka_a, config, topic)
     counts = provenance_counts(kafka_b, f"{topic}.A")
     assert len(counts) == total
     print(f"duplicates after a target restart: {sum(counts.values()) - total} of {total}")

@@ -55,6 +55,9 @@ _AUTH_ERRORS = {
 }
 
 
+_REBALANCING = {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
+
+
 class WorkerFailed(RuntimeError):
     """The target refused records for good; the worker stops without committing past them."""
 
@@ -114,7 +117,6 @@ class MirrorWorker:
         self.metrics = metrics
         self.watchdog = LoopWatchdog()
         self.stopping = threading.Event()
-        self.restart_requested = False
         self.failure: str | None = None
         self.reachable = {"source": False, "target": False}
         self.plan = TopicPlan({}, [])
@@ -362,9 +364,17 @@ class MirrorWorker:
             return
         assigned = partitions if partitions is not None else self.consumer.assignment()
         positions = [tp for tp in self.consumer.position(assigned) if tp.offset >= 0]
-        if positions:
+        if not positions:
+            return
+        try:
             self.consumer.commit(offsets=positions, asynchronous=False)
-            self._update_lag(positions)
+        except KafkaException as error:
+            if error.args[0].code() not in _REBALANCING:
+                raise
+            # The group is rebalancing; the revocation callback commits what we give up.
+            log.info("commit deferred: %s", error.args[0].str())
+            return
+        self._update_lag(positions)
 
     def _publish_figures(self) -> None:
         for flow in self.flows.values():
@@ -417,8 +427,8 @@ class MirrorWorker:
         self.config_text = text
         changed = [f for f in RESTART_FIELDS if getattr(new, f) != getattr(self.config, f)]
         if changed:
-            log.info("configuration of %s changed: restarting to apply", ", ".join(changed))
-            self.restart_requested = True
+            # Exiting cleanly lets the pod's restart apply them with new clients.
+            log.info("configuration of %s changed: exiting to restart with it", ", ".join(changed))
             self.stop()
             return
         log.info("configuration changed: applying the new selections live")
