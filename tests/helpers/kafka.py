@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 
 @dataclass(frozen=True)
@@ -22,11 +23,27 @@ class Record:
     offset: int | None = None
 
 
+@cache
+def admin_for(bootstrap: str) -> AdminClient:
+    """One admin client per cluster for the whole session (clients are costly to make)."""
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end offset (the high watermark)."""
+    admin = admin_for(bootstrap)
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+    return {
+        tp.partition: result.result(timeout=10).offset
+        for tp, result in admin.list_offsets(request, request_timeout=10).items()
+    }
+
+
 def create_topics(
     bootstrap: str, names: Sequence[str], partitions: int = 1, config: dict[str, str] | None = None
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
+    futures = admin_for(bootstrap).create_topics(
         [
             NewTopic(n, num_partitions=partitions, replication_factor=1, config=config or {})
             for n in names
@@ -73,6 +90,8 @@ def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> li
             "bootstrap.servers": bootstrap,
             "group.id": f"test-reader-{time.monotonic_ns()}",
             "auto.offset.reset": "earliest",
+            # Notice a topic created after subscribing (librdkafka waits 5 minutes otherwise).
+            "topic.metadata.refresh.interval.ms": 1000,
             "enable.auto.commit": False,
         }
     )

@@ -6,28 +6,6 @@ import pytest
 
 from kafka_mirror.topics import Selection, TopicNamer, is_internal, plan_topics
 
-SEED_EXAMPLES = [
-    (("^topic1$",), {"topic1"}),
-    (("^topic1$", "^topic2$"), {"topic1", "topic2"}),
-    (("^aaa.*",), {"aaa", "aaa.x"}),
-    (("^aaa.*", "^bbb.*"), {"aaa", "aaa.x", "bbb1"}),
-    (("^branch_[0-9]{3}_[a-z]*$",), {"branch_123_abc", "branch_001_"}),
-    (
-        (".*",),
-        {
-            "topic1",
-            "topic2",
-            "topic10",
-            "aaa",
-            "aaa.x",
-            "bbb1",
-            "branch_123_abc",
-            "branch_001_",
-            "branch_12_abc",
-            "xaaa",
-        },
-    ),
-]
 TOPICS = [
     "topic1",
     "topic2",
@@ -39,6 +17,14 @@ TOPICS = [
     "branch_001_",
     "branch_12_abc",
     "xaaa",
+]
+SEED_EXAMPLES = [
+    (("^topic1$",), {"topic1"}),
+    (("^topic1$", "^topic2$"), {"topic1", "topic2"}),
+    (("^aaa.*",), {"aaa", "aaa.x"}),
+    (("^aaa.*", "^bbb.*"), {"aaa", "aaa.x", "bbb1"}),
+    (("^branch_[0-9]{3}_[a-z]*$",), {"branch_123_abc", "branch_001_"}),
+    ((".*",), set(TOPICS)),
 ]
 
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     Consumer,
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
@@ -35,31 +36,39 @@ CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
 
 
 class TopicTail:
-    """Reads a 1-partition internal topic incrementally: each call returns what is new."""
+    """Reads a 1-partition internal topic incrementally: each call returns what is new.
+
+    The consumer must have `enable.partition.eof` set: the end-of-partition event tells that
+    everything written so far has been read.
+    """
 
     def __init__(self, consumer: Consumer, topic: str) -> None:
-        self.consumer, self.partition = consumer, TopicPartition(topic, 0, 0)
-        self.position = 0
-        consumer.assign([self.partition])
+        self.consumer = consumer
+        self.caught_up = False
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
 
-    def read_new(self, timeout: float = 10.0) -> list[tuple[bytes, bytes]]:
-        try:
-            low, high = self.consumer.get_watermark_offsets(self.partition, timeout=timeout)
-        except KafkaException as error:
-            if error.args[0].code() == KafkaError._UNKNOWN_PARTITION:
-                return []  # just created: the broker's metadata has not caught up yet
-            raise
-        self.position = max(self.position, low)
+    def read_new(self, timeout: float = 5.0) -> list[tuple[bytes, bytes]]:
         records: list[tuple[bytes, bytes]] = []
         deadline = time.monotonic() + timeout
-        while self.position < high and time.monotonic() < deadline:
-            for message in self.consumer.consume(num_messages=1000, timeout=0.2):
-                if message.error():
-                    raise KafkaException(message.error())
-                key, value, offset = message.key(), message.value(), message.offset()
-                if key is not None and value is not None:
-                    records.append((key, value))
-                self.position = (offset if offset is not None else self.position) + 1
+        while time.monotonic() < deadline:
+            messages = self.consumer.consume(num_messages=1000, timeout=0.1)
+            if not messages and self.caught_up:
+                break  # nothing written since the last end of partition
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    self.caught_up = False
+                    key, value = message.key(), message.value()
+                    if key is not None and value is not None:
+                        records.append((key, value))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    self.caught_up = True
+                elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    return records  # not created yet
+                else:
+                    raise KafkaException(error)
+            if self.caught_up:
+                break
         return records
 
 

@@ -44,6 +44,7 @@ from kafka_mirror.worker.offsets import SyncEmitter
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 5000
+SLOW_TASK_SECONDS = 2.0
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
 _AUTH_ERRORS = {
@@ -107,6 +108,9 @@ class Periodic:
             self.task()
         except (KafkaException, OSError, TimeoutError, ValueError) as error:
             on_error(self.name, error)
+        took = time.monotonic() - now
+        if took > SLOW_TASK_SECONDS:
+            log.warning("%s took %.1fs (mirroring waits meanwhile)", self.name, took)
 
 
 class MirrorWorker:
@@ -189,7 +193,12 @@ class MirrorWorker:
         )
         self.offset_syncs_topic = offset_syncs_topic(config.target.alias)
         self.checkpoints_topic = checkpoints_topic(config.source.alias)
-        readers = {"enable.auto.commit": False, "group.id": f"{config.consumer_group}.internal"}
+        readers = {
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "group.id": f"{config.consumer_group}.internal",
+        }
         self.internal_readers = [
             Consumer({**(source if at_source else target), **readers}),
             Consumer({**target, **readers}),
