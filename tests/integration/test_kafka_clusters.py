@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -28,12 +29,13 @@ def test_clusters_are_distinct(kafka_a: KafkaCluster, kafka_b: KafkaCluster) -> 
 def test_produce_then_consume_keeps_every_record_field(cluster: KafkaCluster) -> None:
     topic = f"roundtrip-{uuid.uuid4().hex[:8]}"
     create_topics(cluster.bootstrap_servers, [topic], partitions=3)
+    now_ms = int(time.time() * 1000)
     sent = [
         Record(
             key=f"k{i}".encode(),
             value=f"v{i}".encode(),
             headers=(("h", f"{i}".encode()),),
-            timestamp=1_700_000_000_000 + i,
+            timestamp=now_ms - 1000 + i,  # recent: older records fall to retention
             partition=i % 3,
         )
         for i in range(30)
