@@ -215,6 +215,12 @@ def test_new_topics_and_selection_changes_apply_live(
     assert worker.process is not None and worker.process.pid == pid and worker.running()
     assert "applying the new selections live" in worker.log()
 
+    # SIGTERM: finish in-flight records, commit, leave the group, exit 0.
+    assert worker.stop() == 0
+    committed = group_offsets(kafka_a, worker_group(config))
+    assert committed[(late, 0)] == end_offsets(kafka_a, late)[0]
+    assert "leaving the group" in worker.log()
+
 
 # --- offsets -----------------------------------------------------------------------------
 
