@@ -315,7 +315,6 @@ class MirrorWorker:
                 (PROVENANCE_HEADER, Provenance(source_alias, partition, offset).encode())
             )
             timestamp = message.timestamp()[1]
-            flow.in_flight.append((offset, timestamp))
             while True:
                 try:
                     self.producer.produce(
@@ -330,6 +329,9 @@ class MirrorWorker:
                     break
                 except BufferError:
                     self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+            # Only once queued: its report cannot come before produce() returned, and a record
+            # that failed to queue must not shift the reports of the ones after it.
+            flow.in_flight.append((offset, timestamp))
 
     def _open_flow(self, topic: str, partition: int, offset: int) -> PartitionFlow | None:
         remote = self.plan.mirrored.get(topic)
