@@ -48,8 +48,14 @@ def worker_config(
 class WorkerProcess:
     """One worker process, as a pod would run it: command, config file, environment."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path, name: str = "worker") -> None:
-        self.config, self.workdir, self.name = config, workdir, name
+    def __init__(
+        self,
+        config: dict[str, Any],
+        workdir: Path,
+        name: str = "worker",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.config, self.workdir, self.name, self.env = config, workdir, name, env or {}
         self.metrics_port = free_port()
         self.config_path = workdir / f"{name}.yaml"
         self.log_path = workdir / f"{name}.log"
@@ -69,7 +75,11 @@ class WorkerProcess:
                 [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(self.config_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port)},
+                env={
+                    **os.environ,
+                    **self.env,
+                    "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port),
+                },
             )
         wait_for(lambda: self.get("/healthz") is not None, 30, f"{self.name} serving health")
         return self

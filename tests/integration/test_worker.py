@@ -32,8 +32,10 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
     """Start worker processes; they are stopped (and their logs shown on failure) afterwards."""
     workers: list[WorkerProcess] = []
 
-    def start(config: dict[str, Any], name: str = "worker") -> WorkerProcess:
-        worker = WorkerProcess(config, tmp_path, name).start()
+    def start(
+        config: dict[str, Any], name: str = "worker", env: dict[str, str] | None = None
+    ) -> WorkerProcess:
+        worker = WorkerProcess(config, tmp_path, name, env).start()
         workers.append(worker)
         return worker
 
@@ -497,10 +499,8 @@ def test_unreachable_source_is_reported_and_the_worker_keeps_running(
 
 
 def test_wrong_credentials_are_reported_and_never_logged(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker, tmp_path: Path
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
 ) -> None:
-    password = tmp_path / "password"
-    password.write_text("not-the-password-7f3a")
     config = worker_config(kafka_a, kafka_b, [".*"])
     config["source"] = {
         "alias": "A",
@@ -508,10 +508,10 @@ def test_wrong_credentials_are_reported_and_never_logged(
         "sasl": {
             "mechanism": SCRAM_MECHANISM,
             "username": SCRAM_USER,
-            "passwordFile": str(password),
+            "passwordEnv": "SOURCE_SASL_PASSWORD",
         },
     }
-    worker = start_worker(config)
+    worker = start_worker(config, env={"SOURCE_SASL_PASSWORD": "not-the-password-7f3a"})
     wait_for(
         lambda: worker.metric("kafka_mirror_errors_total", kind="authentication") > 0,
         60,

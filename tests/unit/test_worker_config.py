@@ -1,10 +1,10 @@
-"""The worker's configuration: credentials from files, client settings, selections."""
+"""The worker's configuration: credentials from the environment, client settings, selections."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
-from kafka_mirror.worker.config import WorkerConfig
+from kafka_mirror.worker.config import MissingCredential, WorkerConfig
 
 
 def config(**overrides: object) -> WorkerConfig:
@@ -22,27 +22,37 @@ def test_plaintext_defaults() -> None:
     assert settings == {"bootstrap.servers": "a:9092", "security.protocol": "PLAINTEXT"}
 
 
-def test_sasl_over_tls_reads_the_password_file_at_connect_time(tmp_path: Path) -> None:
-    password = tmp_path / "password"
-    password.write_text("first\n")
+def test_sasl_over_tls_takes_credentials_from_the_named_environment_variables() -> None:
     worker = config(
         source={
             "alias": "A",
             "bootstrapServers": "a:9093",
-            "tls": {"enabled": True, "caFile": "/secrets/ca.crt"},
+            "tls": {"enabled": True, "caEnv": "SOURCE_CA"},
             "sasl": {
                 "mechanism": "SCRAM-SHA-512",
                 "username": "mirror",
-                "passwordFile": str(password),
+                "passwordEnv": "SOURCE_PASSWORD",
             },
         }
     )
-    settings = worker.source.client_config()
+    environ = {"SOURCE_CA": "-----BEGIN CERTIFICATE-----", "SOURCE_PASSWORD": "first\n"}
+    settings = worker.source.client_config(environ)
     assert settings["security.protocol"] == "SASL_SSL"
-    assert settings["ssl.ca.location"] == "/secrets/ca.crt"
+    assert settings["ssl.ca.pem"] == "-----BEGIN CERTIFICATE-----"
     assert (settings["sasl.username"], settings["sasl.password"]) == ("mirror", "first")
-    password.write_text("rotated")
-    assert worker.source.client_config()["sasl.password"] == "rotated"
+    assert worker.source.credential_envs() == ["SOURCE_CA", "SOURCE_PASSWORD"]
+
+
+def test_a_missing_credential_names_its_variable() -> None:
+    worker = config(
+        source={
+            "alias": "A",
+            "bootstrapServers": "a:9093",
+            "sasl": {"mechanism": "PLAIN", "username": "u", "passwordEnv": "SOURCE_PASSWORD"},
+        }
+    )
+    with pytest.raises(MissingCredential, match="SOURCE_PASSWORD is not set"):
+        worker.source.client_config({})
 
 
 def test_extra_settings_pass_through_but_never_override_security() -> None:

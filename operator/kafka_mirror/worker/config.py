@@ -1,11 +1,14 @@
 """The worker's configuration file, as the operator renders it into a ConfigMap.
 
-It holds no secret: credentials are files (mounted Secrets) named here and read at connect time,
-so a rotated Secret is picked up on the next connection.
+It holds no secret: it names the environment variables that carry each credential, which the
+pod fills from Secrets (`valueFrom.secretKeyRef`). The operator rolls the pods when a referenced
+Secret changes.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,19 +30,21 @@ from kafka_mirror.api.models import (
 from kafka_mirror.topics import Selection, TopicNamer
 
 
-class TlsFiles(ApiModel):
+class TlsFromEnv(ApiModel):
+    """TLS material as PEM text in environment variables (librdkafka's `ssl.*.pem`)."""
+
     enabled: bool = False
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
+    ca_env: str | None = None
+    cert_env: str | None = None
+    key_env: str | None = None
     verify_hostname: bool = True
 
 
-class SaslFiles(ApiModel):
+class SaslFromEnv(ApiModel):
     mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
     username: str | None = None
-    username_file: Path | None = None
-    password_file: Path
+    username_env: str | None = None
+    password_env: str
 
 
 class ClusterConnection(ApiModel):
@@ -47,32 +52,49 @@ class ClusterConnection(ApiModel):
 
     alias: str
     bootstrap_servers: str
-    tls: TlsFiles = section(TlsFiles, "TLS files.")
-    sasl: SaslFiles | None = None
+    tls: TlsFromEnv = section(TlsFromEnv, "TLS material.")
+    sasl: SaslFromEnv | None = None
     config: StringMap = Field(default_factory=dict)
 
-    def client_config(self) -> dict[str, str]:
-        """librdkafka settings for this cluster, credentials read from their files now."""
+    def credential_envs(self) -> list[str]:
+        """The environment variables this connection reads its credentials from."""
+        names = [self.tls.ca_env, self.tls.cert_env, self.tls.key_env]
+        if self.sasl:
+            names += [self.sasl.username_env, self.sasl.password_env]
+        return [name for name in names if name]
+
+    def client_config(self, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+        """librdkafka settings for this cluster, credentials taken from `environ`."""
+
+        def secret(name: str) -> str:
+            if name not in environ:
+                raise MissingCredential(f"environment variable {name} is not set")
+            return environ[name].strip()
+
         settings = {k: v for k, v in self.config.items() if not is_forbidden_config_key(k)}
         settings["bootstrap.servers"] = self.bootstrap_servers
         protocol = ("SASL_" if self.sasl else "") + ("SSL" if self.tls.enabled else "PLAINTEXT")
         settings["security.protocol"] = protocol
         if self.tls.enabled:
-            if self.tls.ca_file:
-                settings["ssl.ca.location"] = str(self.tls.ca_file)
-            if self.tls.cert_file and self.tls.key_file:
-                settings["ssl.certificate.location"] = str(self.tls.cert_file)
-                settings["ssl.key.location"] = str(self.tls.key_file)
+            if self.tls.ca_env:
+                settings["ssl.ca.pem"] = secret(self.tls.ca_env)
+            if self.tls.cert_env and self.tls.key_env:
+                settings["ssl.certificate.pem"] = secret(self.tls.cert_env)
+                settings["ssl.key.pem"] = secret(self.tls.key_env)
             if not self.tls.verify_hostname:
                 settings["ssl.endpoint.identification.algorithm"] = "none"
         if self.sasl:
             username = self.sasl.username
-            if self.sasl.username_file is not None:
-                username = self.sasl.username_file.read_text().strip()
+            if self.sasl.username_env is not None:
+                username = secret(self.sasl.username_env)
             settings["sasl.mechanism"] = self.sasl.mechanism
             settings["sasl.username"] = username or ""
-            settings["sasl.password"] = self.sasl.password_file.read_text().strip()
+            settings["sasl.password"] = secret(self.sasl.password_env)
         return settings
+
+
+class MissingCredential(RuntimeError):
+    """A credential the configuration names is not in the environment."""
 
 
 class SelectionPatterns(ApiModel):

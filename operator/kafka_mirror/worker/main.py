@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from kafka_mirror.worker.config import MissingCredential
 from kafka_mirror.worker.metrics import WorkerMetrics, serve
 from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
 
@@ -20,7 +21,11 @@ def run(config_path: Path) -> int:
     """Run until SIGTERM/SIGINT (exit 0, after the final commit) or a permanent failure (1)."""
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints every thread's stack
     metrics = WorkerMetrics()
-    worker = MirrorWorker(config_path, metrics)
+    try:
+        worker = MirrorWorker(config_path, metrics)
+    except (MissingCredential, OSError, ValueError) as error:
+        log.error("cannot start with %s: %s", config_path, error)
+        return 1
     # Several replicas on one host (tests standing in for the kubelet) need their own ports.
     port = int(os.environ.get("KAFKA_MIRROR_METRICS_PORT", worker.config.metrics_port))
     server = serve(metrics, port, worker.watchdog.alive, worker.ready)
