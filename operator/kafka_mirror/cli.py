@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
 
 from kafka_mirror.devstack.builds import REPO_ROOT, MissingPrerequisite
+from kafka_mirror.render import DEFAULT_IMAGE
 
 
 def _crds(args: argparse.Namespace) -> None:
@@ -41,6 +43,23 @@ def _demo(args: argparse.Namespace) -> None:
     demo.run(sys.stdout)
 
 
+def _operator(args: argparse.Namespace) -> None:
+    import logging
+
+    from kafka_mirror.controller.handlers import OperatorOptions, run
+    from kafka_mirror.kube import api_client
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it too
+    options = OperatorOptions(
+        api=api_client(Path(args.kubeconfig) if args.kubeconfig else None),
+        worker_image=args.worker_image,
+        status_interval=args.status_interval,
+    )
+    run(options, [] if args.all_namespaces else args.namespace, args.liveness or None)
+
+
 def _worker(args: argparse.Namespace) -> None:
     from kafka_mirror.worker.main import main as worker_main
 
@@ -67,6 +86,35 @@ def parser() -> argparse.ArgumentParser:
         "build: only install the parts into the cache",
     )
     dev.set_defaults(handler=_dev)
+
+    operator = commands.add_parser("operator", help="run the operator (kopf)")
+    scope = operator.add_mutually_exclusive_group(required=True)
+    scope.add_argument(
+        "--namespace", action="append", default=[], help="watch this namespace (repeatable)"
+    )
+    scope.add_argument("--all-namespaces", action="store_true", help="watch every namespace")
+    operator.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)"
+    )
+    operator.add_argument(
+        "--status-interval",
+        type=float,
+        default=10.0,
+        help="seconds between status refreshes from Kafka and the Deployments (default 10)",
+    )
+    operator.add_argument(
+        "--worker-image",
+        default=os.environ.get("KAFKA_MIRROR_WORKER_IMAGE", DEFAULT_IMAGE),
+        help="image of the worker pods when a mirror does not set one "
+        "(default: $KAFKA_MIRROR_WORKER_IMAGE, else the operator's own image)",
+    )
+    operator.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8080/healthz",
+        help="liveness endpoint URL ('' to disable)",
+    )
+    operator.add_argument("--verbose", action="store_true", help="debug logging")
+    operator.set_defaults(handler=_operator)
 
     worker = commands.add_parser("worker", help="mirror topics: the process in each worker pod")
     worker.add_argument("--config", required=True, help="the worker's YAML configuration file")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config, dynamic
+from kubernetes.dynamic.exceptions import NotFoundError
 
 from kafka_mirror.api.crdgen import all_crds
 
@@ -27,10 +28,20 @@ def api_client(kubeconfig: Path | None = None) -> client.ApiClient:
     return api
 
 
+_dynamic_clients: dict[int, dynamic.DynamicClient] = {}
+
+
+def _resource(api: client.ApiClient, api_version: str, kind: str) -> Any:
+    """The dynamic client's handle on a resource; discovery runs once per API client."""
+    dynamic_client = _dynamic_clients.get(id(api))
+    if dynamic_client is None:
+        dynamic_client = _dynamic_clients.setdefault(id(api), dynamic.DynamicClient(api))
+    return dynamic_client.resources.get(api_version=api_version, kind=kind)
+
+
 def apply(api: client.ApiClient, body: dict[str, Any]) -> Any:
     """Server-side apply of one object; returns the object as the server stored it."""
-    resources = dynamic.DynamicClient(api).resources
-    resource = resources.get(api_version=body["apiVersion"], kind=body["kind"])
+    resource = _resource(api, body["apiVersion"], body["kind"])
     namespace = body["metadata"].get("namespace")
     return resource.server_side_apply(
         body=body,
@@ -39,6 +50,17 @@ def apply(api: client.ApiClient, body: dict[str, Any]) -> Any:
         field_manager=FIELD_MANAGER,
         force_conflicts=True,
     )
+
+
+def delete(api: client.ApiClient, api_version: str, kind: str, namespace: str, name: str) -> bool:
+    """Delete one object (its dependents in the background); False if it was already gone."""
+    try:
+        _resource(api, api_version, kind).delete(
+            name=name, namespace=namespace, body={"propagationPolicy": "Background"}
+        )
+    except NotFoundError:
+        return False
+    return True
 
 
 def install_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
@@ -65,7 +87,7 @@ def _cell(value: Any) -> str:
 
 def table(api: client.ApiClient, api_version: str, kind: str, namespace: str) -> str:
     """The server-rendered table of a resource (its printer columns), as `kubectl get` shows it."""
-    resource = dynamic.DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+    resource = _resource(api, api_version, kind)
     response = resource.get(
         namespace=namespace,
         header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},

@@ -1,0 +1,134 @@
+"""The kopf handlers: thin, level-based. Create, update, resume and the timers all converge the
+children to the desired state; the timers also refresh the status from Kafka and the Deployment.
+The work itself is in `kafka_mirror.controller.reconcile`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import kopf
+from kubernetes import client
+
+from kafka_mirror.api.models import (
+    GROUP,
+    VERSION,
+    KafkaMirrorStatus,
+    MirrorTopicSelectionStatus,
+)
+from kafka_mirror.controller import reconcile
+from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, Readers
+from kafka_mirror.controller.status import invalid_spec_status
+
+FINALIZER = f"{GROUP}/finalizer"
+
+
+@dataclass
+class OperatorOptions:
+    api: client.ApiClient
+    worker_image: str
+    status_interval: float
+
+
+def _status_patch(patch: kopf.Patch, model: KafkaMirrorStatus | MirrorTopicSelectionStatus) -> None:
+    # Fields that became None are sent as null, which a merge patch removes.
+    patch.status.update(model.model_dump(mode="json", by_alias=True))
+
+
+def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
+    """All handlers, bound to one API client and the operator's options."""
+    registry = kopf.OperatorRegistry()
+    api, image, readers = options.api, options.worker_image, Readers()
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Progress and the diff base in annotations: the status schema has no room for kopf's.
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=GROUP, key="last-handled-configuration"
+        )
+        settings.posting.level = logging.WARNING  # events for problems, not every handler run
+        settings.execution.max_workers = 32  # Kafka reads block a thread each
+        settings.networking.request_timeout = 60
+
+    def converge(mirror: kopf.Body) -> None:
+        applied = reconcile.converge_children(api, mirror, image)
+        if applied:
+            kopf.info(
+                mirror,
+                reason="SelectionsApplied",
+                message="workers mirror the union of selections: " + ", ".join(applied),
+            )
+
+    @kopf.on.resume(GROUP, VERSION, MIRRORS, registry=registry)
+    @kopf.on.create(GROUP, VERSION, MIRRORS, registry=registry)
+    @kopf.on.update(GROUP, VERSION, MIRRORS, registry=registry)
+    def mirror_changed(body: kopf.Body, **_: Any) -> None:
+        error = reconcile.parse_spec_error(body)
+        if error is not None:
+            raise kopf.PermanentError(f"the spec cannot be used: {error}")
+        converge(body)
+
+    @kopf.timer(GROUP, VERSION, MIRRORS, interval=options.status_interval, registry=registry)
+    def mirror_status(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+        previous = KafkaMirrorStatus.model_validate(dict(status))
+        error = reconcile.parse_spec_error(body)
+        if error is not None:
+            generation = body.metadata.get("generation", 0)
+            _status_patch(
+                patch, invalid_spec_status(previous, generation, error, datetime.now(UTC))
+            )
+            return
+        converge(body)
+        current, events = reconcile.observe_mirror(api, body, previous, readers, datetime.now(UTC))
+        _status_patch(patch, current)
+        for event in events:
+            kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+
+    @kopf.on.delete(GROUP, VERSION, MIRRORS, registry=registry)
+    def mirror_deleted(name: str, namespace: str | None, **_: Any) -> None:
+        assert namespace is not None  # the CRD is namespaced
+        reconcile.delete_children(api, namespace, name)
+        readers.forget(f"{namespace}/{name}")
+
+    def converge_mirror_of(namespace: str, mirror_name: str | None) -> None:
+        mirror = reconcile.read_mirror(api, namespace, mirror_name) if mirror_name else None
+        if mirror is not None and not mirror["metadata"].get("deletionTimestamp"):
+            converge(kopf.Body(cast(kopf.RawBody, mirror)))
+
+    @kopf.on.resume(GROUP, VERSION, SELECTIONS, registry=registry)
+    @kopf.on.create(GROUP, VERSION, SELECTIONS, registry=registry)
+    @kopf.on.update(GROUP, VERSION, SELECTIONS, registry=registry)
+    @kopf.on.delete(GROUP, VERSION, SELECTIONS, registry=registry)
+    def selection_changed(namespace: str | None, spec: kopf.Spec, old: Any, **_: Any) -> None:
+        assert namespace is not None
+        converge_mirror_of(namespace, spec.get("mirror"))
+        previous_mirror = ((old or {}).get("spec") or {}).get("mirror")
+        if previous_mirror and previous_mirror != spec.get("mirror"):
+            converge_mirror_of(namespace, previous_mirror)  # it lost this selection
+
+    @kopf.timer(GROUP, VERSION, SELECTIONS, interval=options.status_interval, registry=registry)
+    def selection_status(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+        previous = MirrorTopicSelectionStatus.model_validate(dict(status))
+        current = reconcile.observe_selection(api, body, previous, readers, datetime.now(UTC))
+        _status_patch(patch, current)
+
+    return registry
+
+
+def run(
+    options: OperatorOptions,
+    namespaces: list[str],
+    liveness_endpoint: str | None,
+) -> None:
+    """Run the operator until SIGTERM/SIGINT (kopf finishes the handlers in flight)."""
+    kopf.run(
+        registry=build_registry(options),
+        namespaces=namespaces,
+        clusterwide=not namespaces,
+        liveness_endpoint=liveness_endpoint,
+        standalone=True,
+    )

@@ -1,0 +1,355 @@
+"""The operator's work, as plain functions the kopf handlers call: converge a mirror's children,
+delete them, and observe the mirror (Kafka and its Deployment) for its status."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import kopf
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from kafka_mirror import render
+from kafka_mirror.api.models import (
+    GROUP,
+    VERSION,
+    KafkaMirrorSpec,
+    KafkaMirrorStatus,
+    MirrorTopicSelectionSpec,
+    MirrorTopicSelectionStatus,
+    pattern_error,
+)
+from kafka_mirror.controller.status import (
+    DeploymentState,
+    Event,
+    KafkaState,
+    MirrorObservation,
+    Problem,
+    mirror_events,
+    mirror_status,
+    selection_status,
+)
+from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
+from kafka_mirror.kube import apply, delete
+from kafka_mirror.render import CredentialEnv, Selection
+from kafka_mirror.topics import Selection as TopicSelection
+from kafka_mirror.topics import plan_topics
+from kafka_mirror.worker.config import WorkerConfig
+
+SELECTIONS = "mirrortopicselections"
+MIRRORS = "kafkamirrors"
+
+
+class SecretProblem(Exception):
+    """A Secret (or key) the mirror names cannot be read."""
+
+
+# --- reading the mirror's inputs ------------------------------------------------------------
+
+
+def load_selections(api: client.ApiClient, namespace: str, mirror: str) -> list[Selection]:
+    """The live selections naming `mirror` (ones being deleted no longer count)."""
+    listed: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        GROUP, VERSION, namespace, SELECTIONS
+    )
+    items = listed["items"]
+    selections = []
+    for item in items:
+        if item["metadata"].get("deletionTimestamp") or item["spec"].get("mirror") != mirror:
+            continue
+        spec = MirrorTopicSelectionSpec.model_validate(item["spec"])
+        selections.append(
+            Selection(item["metadata"]["name"], tuple(spec.includes), tuple(spec.excludes))
+        )
+    return selections
+
+
+def _secret(api: client.ApiClient, namespace: str, name: str) -> client.V1Secret | None:
+    try:
+        return client.CoreV1Api(api).read_namespaced_secret(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def secret_versions(
+    api: client.ApiClient, namespace: str, envs: list[CredentialEnv]
+) -> dict[str, str]:
+    """Each referenced Secret's resourceVersion, so a rotation rolls the workers."""
+    versions = {}
+    for name in sorted({env.secret.name for env in envs}):
+        secret = _secret(api, namespace, name)
+        version = secret.metadata.resource_version if secret and secret.metadata else None
+        versions[name] = version or "missing"
+    return versions
+
+
+def resolve_credentials(
+    api: client.ApiClient, namespace: str, envs: list[CredentialEnv]
+) -> dict[str, str]:
+    """The credential values, keyed by the worker's variable names, as the kubelet fills them."""
+    values = {}
+    for env in envs:
+        secret = _secret(api, namespace, env.secret.name)
+        if secret is None:
+            raise SecretProblem(
+                f"Secret {env.secret.name} is not in namespace {namespace}: create it "
+                f"with key {env.secret.key}"
+            )
+        data = secret.data or {}
+        if env.secret.key not in data:
+            raise SecretProblem(f"Secret {env.secret.name} has no key {env.secret.key}")
+        values[env.name] = base64.b64decode(data[env.secret.key]).decode()
+    return values
+
+
+# --- children -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Desired:
+    config: WorkerConfig
+    envs: list[CredentialEnv]
+    children: list[dict[str, Any]]
+
+
+def desired_children(api: client.ApiClient, body: kopf.Body, image: str) -> Desired:
+    """Everything the mirror should own, rendered from its spec and its live selections."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    spec = KafkaMirrorSpec.model_validate(body["spec"])
+    config, envs = render.build_worker_config(
+        namespace, name, spec, load_selections(api, namespace, name)
+    )
+    checksum = render.config_checksum(config, secret_versions(api, namespace, envs))
+    children = [
+        render.build_config_map(namespace, name, config),
+        render.build_deployment(namespace, name, spec, envs, checksum, image),
+        render.build_metrics_service(namespace, name),
+        render.build_audit_cronjob(namespace, name, spec, envs, image),
+    ]
+    for child in children:
+        kopf.adopt(child, owner=body)
+    return Desired(config, envs, children)
+
+
+def converge_children(api: client.ApiClient, body: kopf.Body, image: str) -> list[str]:
+    """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate).
+    Returns the selection names now applied when they changed, else an empty list."""
+    desired = desired_children(api, body, image)
+    config_map = desired.children[0]
+    before = _read_config_map(
+        api, config_map["metadata"]["namespace"], config_map["metadata"]["name"]
+    )
+    for child in desired.children:
+        apply(api, child)
+    if before == config_map["data"]:
+        return []
+    return [s.name for s in desired.config.selections] or ["(none)"]
+
+
+def _read_config_map(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+    try:
+        return client.CoreV1Api(api).read_namespaced_config_map(name, namespace).data
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def delete_children(api: client.ApiClient, namespace: str, name: str) -> None:
+    """Remove the children now (the garbage collector would too, through the owner references,
+    but not every cluster runs it promptly, and nothing should mirror after the delete)."""
+    for api_version, kind, child in (
+        ("apps/v1", "Deployment", render.worker_name(name)),
+        ("batch/v1", "CronJob", render.audit_cronjob_name(name)),
+        ("v1", "Service", render.metrics_service_name(name)),
+        ("v1", "ConfigMap", render.config_map_name(name)),
+    ):
+        delete(api, api_version, kind, namespace, child)
+
+
+# --- observing ------------------------------------------------------------------------------
+
+
+class Readers:
+    """Kafka readers per mirror and cluster, rebuilt when their settings change."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._readers: dict[tuple[str, str], tuple[str, ClusterReader]] = {}
+        # The last source topic list per mirror, for its selections' status.
+        self.source_topics: dict[str, list[str]] = {}
+
+    def get(self, mirror: str, role: str, alias: str, settings: dict[str, str]) -> ClusterReader:
+        key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+        with self._lock:
+            known = self._readers.get((mirror, role))
+            if known is not None and known[0] == key:
+                return known[1]
+            reader = ClusterReader(alias, settings)
+            self._readers[(mirror, role)] = (key, reader)
+        if known is not None:
+            known[1].close()
+        return reader
+
+    def forget(self, mirror: str) -> None:
+        with self._lock:
+            gone = [self._readers.pop(k) for k in list(self._readers) if k[0] == mirror]
+            self.source_topics.pop(mirror, None)
+        for _, reader in gone:
+            reader.close()
+
+
+def _deployment_state(
+    api: client.ApiClient, namespace: str, name: str, desired: int
+) -> DeploymentState:
+    try:
+        deployment = client.AppsV1Api(api).read_namespaced_deployment(
+            render.worker_name(name), namespace
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return DeploymentState(desired, 0, 0)
+        raise
+    status = deployment.status or client.V1DeploymentStatus()
+    return DeploymentState(desired, status.replicas or 0, status.ready_replicas or 0)
+
+
+def _observe_kafka(
+    api: client.ApiClient,
+    namespace: str,
+    name: str,
+    config: WorkerConfig,
+    envs: list[CredentialEnv],
+    readers: Readers,
+) -> tuple[Problem | None, Problem | None, KafkaState | None]:
+    mirror = f"{namespace}/{name}"
+    readers_by_role: dict[str, ClusterReader] = {}
+    problems: dict[str, Problem | None] = {"source": None, "target": None}
+    topics: dict[str, dict[str, int]] = {}
+    for role, connection in (("source", config.source), ("target", config.target)):
+        mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
+        try:
+            settings = connection.client_config(resolve_credentials(api, namespace, mine))
+            reader = readers.get(mirror, role, connection.alias, settings)
+            topics[role] = reader.topics()
+            readers_by_role[role] = reader
+        except SecretProblem as error:
+            problems[role] = Problem("SecretNotFound", str(error))
+        except ClusterUnavailable as error:
+            problems[role] = Problem(error.reason, str(error))
+    if "source" in topics:
+        readers.source_topics[mirror] = sorted(topics["source"])
+    if problems["source"] or problems["target"]:
+        return problems["source"], problems["target"], None
+    usable, _ = config.compiled_selections()
+    plan = plan_topics(topics["source"], usable, config.namer(), config.target.alias)
+    source = readers_by_role["source"]
+    try:
+        progress = source.progress(
+            config.consumer_group, {t: topics["source"][t] for t in plan.mirrored}
+        )
+        pending = source.oldest_pending_timestamps(progress)
+    except ClusterUnavailable as error:
+        return Problem(error.reason, str(error)), None, None
+    return None, None, KafkaState(plan, set(topics["target"]), progress, pending)
+
+
+def observe_mirror(
+    api: client.ApiClient,
+    body: kopf.Body,
+    previous: KafkaMirrorStatus,
+    readers: Readers,
+    now: datetime,
+) -> tuple[KafkaMirrorStatus, list[Event]]:
+    """The mirror's status from Kafka and its Deployment, and the events worth posting."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    spec = KafkaMirrorSpec.model_validate(body["spec"])
+    selections = load_selections(api, namespace, name)
+    config, envs = render.build_worker_config(namespace, name, spec, selections)
+    _, selection_problems = config.compiled_selections()
+    source_problem, target_problem, kafka = _observe_kafka(
+        api, namespace, name, config, envs, readers
+    )
+    observation = MirrorObservation(
+        generation=body["metadata"].get("generation", 0),
+        paused=spec.paused,
+        label_selector=render.label_selector(name),
+        deployment=_deployment_state(api, namespace, name, 0 if spec.paused else spec.replicas),
+        selection_problems=selection_problems,
+        selection_count=len(selections),
+        source_problem=source_problem,
+        target_problem=target_problem,
+        kafka=kafka,
+    )
+    status = mirror_status(observation, previous, now)
+    return status, mirror_events(previous, status)
+
+
+def invalid_patterns(spec: MirrorTopicSelectionSpec) -> list[str]:
+    found = []
+    for field, patterns in (("includes", spec.includes), ("excludes", spec.excludes)):
+        for index, pattern in enumerate(patterns):
+            error = pattern_error(pattern)
+            if error is not None:
+                found.append(f"{field}[{index}] {pattern!r}: {error}")
+    return found
+
+
+def observe_selection(
+    api: client.ApiClient,
+    body: kopf.Body,
+    previous: MirrorTopicSelectionStatus,
+    readers: Readers,
+    now: datetime,
+) -> MirrorTopicSelectionStatus:
+    namespace = body["metadata"]["namespace"]
+    spec = MirrorTopicSelectionSpec.model_validate(body["spec"])
+    invalid = invalid_patterns(spec)
+    mirror_problem = None
+    if read_mirror(api, namespace, spec.mirror) is None:
+        mirror_problem = Problem(
+            "MirrorNotFound",
+            f"no KafkaMirror {spec.mirror} in namespace {namespace}: create it, or set "
+            "spec.mirror to an existing mirror",
+        )
+    selection = None if invalid else TopicSelection(tuple(spec.includes), tuple(spec.excludes))
+    topics = None if mirror_problem else readers.source_topics.get(f"{namespace}/{spec.mirror}")
+    return selection_status(
+        body["metadata"].get("generation", 0),
+        previous,
+        invalid,
+        mirror_problem,
+        selection,
+        topics,
+        now,
+    )
+
+
+def read_mirror(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        mirror: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, MIRRORS, name
+        )
+        return dict(mirror)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def parse_spec_error(body: kopf.Body) -> str | None:
+    """Why a stored KafkaMirror spec cannot be used (the schema normally refuses it first)."""
+    try:
+        KafkaMirrorSpec.model_validate(body["spec"])
+    except ValidationError as error:
+        return str(error)
+    return None

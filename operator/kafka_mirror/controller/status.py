@@ -1,0 +1,329 @@
+"""Status as people read it: pure functions from what was observed to the status objects.
+
+Conditions follow the Kubernetes convention (kstatus): `Ready` says whether the mirror does its
+job, with a reason and a message a person can act on; `lastTransitionTime` only moves when a
+condition's status changes. Lists are bounded so a mirror of 10,000 topics stays small.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from kafka_mirror.api.models import (
+    Condition,
+    KafkaMirrorStatus,
+    MirrorTopicSelectionStatus,
+    SkippedTopic,
+    TopicStatus,
+)
+from kafka_mirror.kafka.observe import PartitionProgress
+from kafka_mirror.topics import Selection, TopicPlan, is_internal
+
+MAX_TOPIC_STATUSES = 100  # per-topic lag and latency, largest lag first
+MAX_TOPIC_NAMES = 500  # activeTopics and matchedTopics; the counts are exact
+MAX_SKIPPED = 100
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why something cannot work: a condition reason and an actionable message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DeploymentState:
+    desired: int
+    replicas: int
+    ready: int
+
+
+@dataclass(frozen=True)
+class KafkaState:
+    """What Kafka said on this refresh."""
+
+    plan: TopicPlan
+    target_topics: set[str]
+    progress: list[PartitionProgress]
+    oldest_pending_ms: dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True)
+class MirrorObservation:
+    generation: int
+    paused: bool
+    label_selector: str
+    deployment: DeploymentState
+    selection_problems: list[str]
+    selection_count: int
+    source_problem: Problem | None = None
+    target_problem: Problem | None = None
+    kafka: KafkaState | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+
+
+def condition(
+    previous: list[Condition],
+    type_: str,
+    status: bool | None,
+    reason: str,
+    message: str,
+    generation: int | None,
+    now: datetime,
+) -> Condition:
+    """A condition; its transition time is kept from `previous` while the status holds."""
+    value = "Unknown" if status is None else ("True" if status else "False")
+    before = next((c for c in previous if c.type == type_), None)
+    since = before.last_transition_time if before and before.status == value else None
+    return Condition(
+        type=type_,
+        status=value,
+        reason=reason,
+        message=message,
+        last_transition_time=since or now,
+        observed_generation=generation,
+    )
+
+
+def _topic_statuses(
+    kafka: KafkaState, now: datetime
+) -> tuple[list[TopicStatus], int, float | None]:
+    """Per-topic lag and latency (largest lag first, bounded), total lag, worst latency."""
+    by_topic: dict[str, list[PartitionProgress]] = defaultdict(list)
+    for progress in kafka.progress:
+        by_topic[progress.topic].append(progress)
+    now_ms = now.timestamp() * 1000
+    statuses: list[TopicStatus] = []
+    for topic, remote in kafka.plan.mirrored.items():
+        partitions = by_topic.get(topic, [])
+        lag = sum(p.lag for p in partitions)
+        latency: float | None = 0.0
+        for p in partitions:
+            if p.lag == 0:
+                continue
+            stamp = kafka.oldest_pending_ms.get((p.topic, p.partition))
+            if stamp is None:
+                latency = None  # not sampled this time: unknown rather than wrong
+                break
+            latency = max(latency or 0.0, round(max(now_ms - stamp, 0) / 1000, 3))
+        statuses.append(
+            TopicStatus(name=topic, remote_name=remote, lag=lag, latency_seconds=latency)
+        )
+    statuses.sort(key=lambda s: (-s.lag, s.name))
+    total = sum(s.lag for s in statuses)
+    latencies = [s.latency_seconds for s in statuses if s.latency_seconds is not None]
+    return statuses[:MAX_TOPIC_STATUSES], total, max(latencies) if latencies else None
+
+
+def _ready(obs: MirrorObservation, active: int) -> tuple[bool, str, str]:
+    deployment = obs.deployment
+    for side, problem in (("Source", obs.source_problem), ("Target", obs.target_problem)):
+        if problem is not None:
+            return False, f"{side}{problem.reason}", problem.message
+    if obs.paused:
+        return False, "Paused", "spec.paused is true: the workers are stopped, their progress kept"
+    if deployment.desired == 0:
+        return False, "NoWorkers", "spec.replicas is 0: scale the mirror up to mirror topics"
+    if deployment.ready < deployment.desired:
+        return (
+            False,
+            "WorkersNotReady",
+            f"{deployment.ready} of {deployment.desired} workers ready",
+        )
+    if obs.selection_count == 0:
+        return (
+            True,
+            "NoSelection",
+            "workers run, but no MirrorTopicSelection names this mirror: nothing is mirrored",
+        )
+    return True, "Mirroring", f"{deployment.ready} workers mirroring {active} topics"
+
+
+def _audit_condition(previous: KafkaMirrorStatus, generation: int, now: datetime) -> Condition:
+    audit = previous.last_audit
+    if audit is None or audit.result is None:
+        message = "no audit has reported yet; it runs on spec.audit.schedule"
+        return condition(
+            previous.conditions, "AuditPassed", None, "NoAudit", message, generation, now
+        )
+    passed = audit.result == "Passed"
+    message = audit.message or (
+        f"{audit.records_checked} records checked, {audit.missing} missing, "
+        f"{audit.unsafe_checkpoints} unsafe checkpoints"
+    )
+    return condition(
+        previous.conditions, "AuditPassed", passed, f"Audit{audit.result}", message, generation, now
+    )
+
+
+def mirror_status(
+    obs: MirrorObservation, previous: KafkaMirrorStatus, now: datetime
+) -> KafkaMirrorStatus:
+    """The KafkaMirror status for one observation."""
+    status = KafkaMirrorStatus(
+        observed_generation=obs.generation,
+        replicas=obs.deployment.replicas,
+        ready_replicas=obs.deployment.ready,
+        label_selector=obs.label_selector,
+        last_audit=previous.last_audit,
+    )
+    kafka = obs.kafka
+    if kafka is not None:
+        topics, total, worst = _topic_statuses(kafka, now)
+        active = sorted(t for t, r in kafka.plan.mirrored.items() if r in kafka.target_topics)
+        status.topics, status.total_lag, status.max_latency_seconds = topics, total, worst
+        status.active_topic_count, status.active_topics = len(active), active[:MAX_TOPIC_NAMES]
+        status.skipped_topics = [
+            SkippedTopic(name=s.topic, reason=s.reason) for s in kafka.plan.skipped[:MAX_SKIPPED]
+        ]
+    else:  # Kafka could not be read: keep the last known figures rather than claim zeros
+        status.active_topic_count, status.active_topics = (
+            previous.active_topic_count,
+            previous.active_topics,
+        )
+        status.topics, status.total_lag = previous.topics, previous.total_lag
+        status.max_latency_seconds = previous.max_latency_seconds
+        status.skipped_topics = previous.skipped_topics
+
+    before, gen = previous.conditions, obs.generation
+    ready, reason, message = _ready(obs, status.active_topic_count)
+    if ready and status.total_lag:
+        message += f"; lag {status.total_lag} records"
+    degraded: list[str] = list(obs.selection_problems)
+    if status.skipped_topics:
+        names = ", ".join(s.name for s in status.skipped_topics[:3])
+        degraded.append(
+            f"{len(status.skipped_topics)} selected topics cannot be mirrored ({names})"
+        )
+    status.conditions = [
+        condition(before, "Ready", ready, reason, message, gen, now),
+        condition(
+            before,
+            "Paused",
+            obs.paused,
+            "Paused" if obs.paused else "Running",
+            "workers stopped by spec.paused" if obs.paused else "workers run",
+            gen,
+            now,
+        ),
+        condition(
+            before,
+            "Degraded",
+            bool(degraded),
+            "SelectionProblems" if degraded else "AsExpected",
+            "; ".join(degraded) or "every selected topic is mirrored",
+            gen,
+            now,
+        ),
+        _audit_condition(previous, gen, now),
+    ]
+    return status
+
+
+def invalid_spec_status(
+    previous: KafkaMirrorStatus, generation: int, error: str, now: datetime
+) -> KafkaMirrorStatus:
+    """The status of a mirror whose stored spec the operator cannot use: nothing else changes."""
+    message = f"the spec cannot be used, fix it: {error}"
+    status = previous.model_copy()
+    status.observed_generation = generation
+    status.conditions = [
+        condition(previous.conditions, "Ready", False, "InvalidSpec", message, generation, now)
+    ]
+    return status
+
+
+def mirror_events(previous: KafkaMirrorStatus, current: KafkaMirrorStatus) -> list[Event]:
+    """Notable changes between two statuses, as Kubernetes events."""
+    events: list[Event] = []
+    started = sorted(set(current.active_topics) - set(previous.active_topics))
+    if started:
+        shown = ", ".join(started[:10]) + (" …" if len(started) > 10 else "")
+        events.append(Event("Normal", "TopicsActive", f"mirroring {len(started)} more: {shown}"))
+    skipped_before = {s.name for s in previous.skipped_topics}
+    for skipped in current.skipped_topics:
+        if skipped.name not in skipped_before:
+            events.append(Event("Warning", "TopicSkipped", f"{skipped.name}: {skipped.reason}"))
+    old = {c.type: c for c in previous.conditions}
+    for new in current.conditions:
+        was = old.get(new.type)
+        if was is not None and was.status == new.status and was.reason == new.reason:
+            continue
+        if new.type == "Ready":
+            kind = "Normal" if new.status == "True" else "Warning"
+            events.append(Event(kind, new.reason, new.message))
+    return events
+
+
+def selection_status(
+    generation: int,
+    previous: MirrorTopicSelectionStatus,
+    invalid_patterns: list[str],
+    mirror_problem: Problem | None,
+    selection: Selection | None,
+    source_topics: list[str] | None,
+    now: datetime,
+) -> MirrorTopicSelectionStatus:
+    """A selection's status: what it matches now, and whether it can take effect."""
+    matched: list[str] = []
+    if selection is not None and source_topics is not None:
+        matched = sorted(t for t in source_topics if not is_internal(t) and selection.matches(t))
+    before = previous.conditions
+    valid_message = (
+        "invalid patterns (the selection is ignored until they compile): "
+        + "; ".join(invalid_patterns)
+        if invalid_patterns
+        else "all patterns compile"
+    )
+    conditions = [
+        condition(
+            before,
+            "PatternsValid",
+            not invalid_patterns,
+            "InvalidPattern" if invalid_patterns else "Valid",
+            valid_message,
+            generation,
+            now,
+        ),
+        condition(
+            before,
+            "MirrorFound",
+            mirror_problem is None,
+            mirror_problem.reason if mirror_problem else "Found",
+            mirror_problem.message if mirror_problem else "the mirror applies this selection",
+            generation,
+            now,
+        ),
+    ]
+    problem = next((c for c in conditions if c.status == "False"), None)
+    if problem is not None:
+        ready = condition(before, "Ready", False, problem.reason, problem.message, generation, now)
+    elif source_topics is None:
+        ready = condition(
+            before,
+            "Ready",
+            True,
+            "Applied",
+            "applied to the mirror; the source cluster's topics are not known yet",
+            generation,
+            now,
+        )
+    else:
+        message = f"matches {len(matched)} topics on the source now"
+        ready = condition(before, "Ready", True, "Applied", message, generation, now)
+    return MirrorTopicSelectionStatus(
+        observed_generation=generation,
+        conditions=[ready, *conditions],
+        matched_topic_count=len(matched),
+        matched_topics=matched[:MAX_TOPIC_NAMES],
+        invalid_patterns=invalid_patterns,
+    )

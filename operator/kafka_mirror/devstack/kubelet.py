@@ -1,0 +1,274 @@
+"""Stand-in for the kubelet and the Deployment controller, for an API server with no nodes.
+
+It runs the pods of every Deployment in a namespace as local processes, exactly as each pod
+template says: the container's command and arguments, its environment (Secret and ConfigMap
+references resolved as the kubelet resolves them), its ConfigMap/Secret/emptyDir volumes
+materialised in a directory (mount paths in the arguments point there), `spec.replicas` pods,
+restarts of exited containers, a rollout when the template changes, readiness from the
+container's HTTP probe, and the Deployment's status.
+
+Local processes share one network namespace, so each pod's container port is mapped to a free
+local port, handed to the worker as KAFKA_MIRROR_METRICS_PORT (a pod would not need it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kafka_mirror.devstack.processes import free_port
+
+PORT_ENV = "KAFKA_MIRROR_METRICS_PORT"
+
+
+class PodConfigError(Exception):
+    """What the kubelet reports as CreateContainerConfigError (a missing Secret, say)."""
+
+
+@dataclass
+class LocalPod:
+    name: str
+    template_hash: str
+    directory: Path
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    ready: bool = False
+    problem: str = ""
+    volumes: dict[str, Path] = field(default_factory=dict)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log(self) -> str:
+        path = self.directory / "container.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self, grace: float = 30) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+class LocalKubelet:
+    """Runs a namespace's Deployments locally until `stop()`; `sync()` does one pass."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, workdir: Path) -> None:
+        self.api, self.namespace, self.workdir = api, namespace, workdir
+        self.pods: dict[str, list[LocalPod]] = {}  # by Deployment
+        self._serial = 0
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.core, self.apps = client.CoreV1Api(api), client.AppsV1Api(api)
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self, every: float = 0.5) -> LocalKubelet:
+        def loop() -> None:
+            while not self._stopping.wait(every):
+                try:
+                    self.sync()
+                except ApiException as error:
+                    print(f"[local-kubelet] {self.namespace}: {error.reason}", file=sys.stderr)
+
+        self._thread = threading.Thread(target=loop, name=f"kubelet-{self.namespace}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(60)
+        for pods in self.pods.values():
+            for pod in pods:
+                pod.stop()
+        self.pods = {}
+
+    def pods_of(self, deployment: str) -> list[LocalPod]:
+        return list(self.pods.get(deployment, []))
+
+    # --- one pass ---------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        deployments = self.apps.list_namespaced_deployment(self.namespace).items
+        names = {d.metadata.name for d in deployments if d.metadata}
+        for gone in [name for name in self.pods if name not in names]:
+            for pod in self.pods.pop(gone):  # deleted: its pods go
+                pod.stop()
+        for deployment in deployments:
+            self._sync_deployment(deployment)
+
+    def _sync_deployment(self, deployment: Any) -> None:
+        name = deployment.metadata.name
+        pods = self.pods.setdefault(name, [])
+        template = self.api.sanitize_for_serialization(deployment.spec.template)
+        template_hash = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+        replicas = deployment.spec.replicas if deployment.spec.replicas is not None else 1
+        for pod in [p for p in pods if p.template_hash != template_hash]:
+            pod.stop()  # a rollout (all at once: Recreate)
+            pods.remove(pod)
+        while len(pods) > replicas:
+            pods.pop().stop()
+        while len(pods) < replicas:
+            self._serial += 1
+            pod_name = f"{name}-{template_hash[:10]}-{self._serial}"
+            directory = self.workdir / pod_name
+            directory.mkdir(parents=True, exist_ok=True)
+            pods.append(LocalPod(pod_name, template_hash, directory, free_port()))
+        spec = template["spec"]
+        for pod in pods:
+            self._run(pod, spec)
+        self._report(deployment, pods, template_hash)
+
+    def _run(self, pod: LocalPod, spec: dict[str, Any]) -> None:
+        container = spec["containers"][0]
+        try:
+            self._materialise_volumes(pod, spec.get("volumes", []))  # kubelet resyncs these
+            if pod.running():
+                pod.ready = self._probe(pod, container.get("readinessProbe"))
+                return
+            if pod.process is not None:
+                pod.restarts += 1
+            env = self._environment(pod, container)
+        except PodConfigError as error:
+            pod.problem, pod.ready = str(error), False
+            return
+        command = [self._mapped(pod, container, a) for a in container.get("command", [])]
+        args = [self._mapped(pod, container, a) for a in container.get("args", [])]
+        with (pod.directory / "container.log").open("ab") as log:
+            pod.process = subprocess.Popen(
+                command + args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=pod.directory
+            )
+        pod.problem, pod.ready = "", False
+
+    def _report(self, deployment: Any, pods: list[LocalPod], template_hash: str) -> None:
+        ready = sum(1 for p in pods if p.ready)
+        status = {
+            "observedGeneration": deployment.metadata.generation,
+            "replicas": len(pods),
+            "updatedReplicas": sum(1 for p in pods if p.template_hash == template_hash),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+        }
+        current = self.api.sanitize_for_serialization(deployment.status) or {}
+        if all(current.get(k, 0) == v for k, v in status.items()):
+            return
+        self.apps.patch_namespaced_deployment_status(
+            deployment.metadata.name, self.namespace, {"status": status}
+        )
+
+    # --- what the kubelet resolves ----------------------------------------------------------
+
+    def _secret_value(self, name: str, key: str) -> str:
+        try:
+            secret = self.core.read_namespaced_secret(name, self.namespace)
+        except ApiException as error:
+            if error.status == 404:
+                raise PodConfigError(f'secret "{name}" not found') from error
+            raise
+        data = secret.data or {}
+        if key not in data:
+            raise PodConfigError(f"couldn't find key {key} in Secret {self.namespace}/{name}")
+        return base64.b64decode(data[key]).decode()
+
+    def _secret_keys(self, name: str) -> list[str]:
+        try:
+            return list(self.core.read_namespaced_secret(name, self.namespace).data or {})
+        except ApiException as error:
+            if error.status == 404:
+                raise PodConfigError(f'secret "{name}" not found') from error
+            raise
+
+    def _config_map(self, name: str) -> dict[str, str]:
+        try:
+            return self.core.read_namespaced_config_map(name, self.namespace).data or {}
+        except ApiException as error:
+            if error.status == 404:
+                raise PodConfigError(f'configmap "{name}" not found') from error
+            raise
+
+    def _environment(self, pod: LocalPod, container: dict[str, Any]) -> dict[str, str]:
+        # The image's environment: this interpreter's bin directory holds `kafka-mirror`.
+        bin_dir = str(Path(sys.executable).parent)
+        env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", "HOME": str(pod.directory)}
+        for item in container.get("env", []):
+            if "value" in item:
+                env[item["name"]] = item["value"]
+                continue
+            source = item["valueFrom"]
+            if "secretKeyRef" in source:
+                ref = source["secretKeyRef"]
+                env[item["name"]] = self._secret_value(ref["name"], ref["key"])
+            elif "configMapKeyRef" in source:
+                ref = source["configMapKeyRef"]
+                env[item["name"]] = self._config_map(ref["name"]).get(ref["key"], "")
+            elif "fieldRef" in source:
+                path = source["fieldRef"]["fieldPath"]
+                env[item["name"]] = {"metadata.name": pod.name}.get(path, self.namespace)
+        env[PORT_ENV] = str(pod.port)
+        return env
+
+    def _materialise_volumes(self, pod: LocalPod, volumes: list[dict[str, Any]]) -> None:
+        for volume in volumes:
+            directory = pod.directory / "volumes" / volume["name"]
+            directory.mkdir(parents=True, exist_ok=True)
+            pod.volumes[volume["name"]] = directory
+            if "configMap" in volume:
+                files = self._config_map(volume["configMap"]["name"])
+            elif "secret" in volume:
+                name = volume["secret"]["secretName"]
+                files = {k: self._secret_value(name, k) for k in self._secret_keys(name)}
+            else:
+                continue  # emptyDir: just the directory
+            for key, text in files.items():
+                path = directory / key
+                if not path.exists() or path.read_text() != text:
+                    partial = path.with_suffix(".partial")
+                    partial.write_text(text)
+                    partial.replace(path)  # atomic, as the kubelet swaps its symlink
+
+    def _mapped(self, pod: LocalPod, container: dict[str, Any], arg: str) -> str:
+        """An argument with a volume's mount path replaced by where the volume lives here."""
+        for mount in container.get("volumeMounts", []):
+            path = mount["mountPath"].rstrip("/")
+            if arg == path or arg.startswith(path + "/"):
+                return str(pod.volumes[mount["name"]]) + arg[len(path) :]
+        return arg
+
+    def _probe(self, pod: LocalPod, probe: dict[str, Any] | None) -> bool:
+        if probe is None:
+            return True
+        path = probe.get("httpGet", {}).get("path", "/")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{pod.port}{path}", timeout=2):
+                return True
+        except OSError:
+            return False
+
+
+def wait_until(condition: Any, timeout: float, what: str, every: float = 0.25) -> None:
+    """Poll until `condition()` is true."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)

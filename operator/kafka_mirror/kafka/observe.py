@@ -1,0 +1,173 @@
+"""What the operator reads from Kafka for a mirror's status: topics, progress, lag and latency.
+
+Lag is the source's end offset minus what the workers' group committed there; latency is the age
+of the oldest record not yet mirrored (0 when caught up), read from the source itself. All of it
+goes through confluent-kafka's admin API plus one assign-only consumer that never commits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+REQUEST_TIMEOUT = 5.0
+# The latency probe reads one record per lagging partition; beyond this many it samples.
+LATENCY_PROBE_PARTITIONS = 100
+
+
+class ClusterUnavailable(Exception):
+    """A cluster could not be read; `reason` is a condition reason, the message says why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    committed: int | None
+
+    @property
+    def lag(self) -> int:
+        position = self.start if self.committed is None else max(self.committed, self.start)
+        return max(self.end - position, 0)
+
+
+def _result(future: Any) -> Any:
+    try:
+        return future.result()
+    except KafkaException as error:
+        raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
+
+
+class ClusterReader:
+    """Admin access to one cluster; remembers the client's last error to explain failures."""
+
+    def __init__(self, alias: str, settings: dict[str, str]) -> None:
+        self.alias = alias
+        self.bootstrap = settings.get("bootstrap.servers", "")
+        self.last_error: KafkaError | None = None
+        self._settings = settings
+        admin_settings: dict[str, Any] = {**settings, "error_cb": self._on_error}
+        self._admin = AdminClient(admin_settings)
+        self._consumer: Consumer | None = None
+
+    def _on_error(self, error: KafkaError) -> None:
+        self.last_error = error
+
+    def _unavailable(self, error: Exception) -> ClusterUnavailable:
+        last = self.last_error
+        if last is not None and last.code() == KafkaError._AUTHENTICATION:
+            return ClusterUnavailable(
+                "AuthenticationFailed",
+                f"cluster {self.alias} ({self.bootstrap}) refused the credentials: {last.str()}; "
+                "check the Secret the mirror's sasl/tls settings name",
+            )
+        detail = last.str() if last is not None else str(error)
+        return ClusterUnavailable(
+            "Unreachable",
+            f"cannot reach cluster {self.alias} at {self.bootstrap}: {detail}; "
+            "check bootstrapServers and the network path from the operator",
+        )
+
+    def topics(self) -> dict[str, int]:
+        """Topic name → partition count."""
+        try:
+            metadata = self._admin.list_topics(timeout=REQUEST_TIMEOUT)
+        except KafkaException as error:
+            raise self._unavailable(error) from error
+        if not metadata.brokers:
+            raise self._unavailable(RuntimeError("no broker answered"))
+        return {
+            name: len(topic.partitions)
+            for name, topic in metadata.topics.items()
+            if topic.error is None
+        }
+
+    def _offsets(
+        self, partitions: list[TopicPartition], spec: OffsetSpec
+    ) -> dict[tuple[str, int], int]:
+        if not partitions:
+            return {}
+        futures = self._admin.list_offsets(
+            {tp: spec for tp in partitions}, request_timeout=REQUEST_TIMEOUT
+        )
+        return {(tp.topic, tp.partition): _result(f).offset for tp, f in futures.items()}
+
+    def progress(self, group: str, topics: dict[str, int]) -> list[PartitionProgress]:
+        """Start, end and the group's committed offset of every partition of `topics`."""
+        partitions = [TopicPartition(t, p) for t, count in topics.items() for p in range(count)]
+        ends = self._offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        starts = self._offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        request = [ConsumerGroupTopicPartitions(group)]
+        futures = self._admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT)
+        committed: dict[tuple[str, int], int] = {}
+        for tp in _result(futures[group]).topic_partitions or []:
+            if tp.error is None and tp.offset >= 0:
+                committed[(tp.topic, tp.partition)] = tp.offset
+        return [
+            PartitionProgress(
+                tp.topic,
+                tp.partition,
+                starts[(tp.topic, tp.partition)],
+                ends[(tp.topic, tp.partition)],
+                committed.get((tp.topic, tp.partition)),
+            )
+            for tp in partitions
+        ]
+
+    def oldest_pending_timestamps(
+        self, pending: Iterable[PartitionProgress], timeout: float = 2.0
+    ) -> dict[tuple[str, int], int]:
+        """The timestamp (ms) of the first record not yet mirrored, per lagging partition."""
+        wanted = sorted((p for p in pending if p.lag > 0), key=lambda p: -p.lag)
+        wanted = wanted[:LATENCY_PROBE_PARTITIONS]
+        if not wanted:
+            return {}
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **self._settings,
+                    "group.id": "kafka-mirror-operator-probe",  # never joined nor committed
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": False,
+                }
+            )
+        consumer = self._consumer
+        consumer.assign(
+            [
+                TopicPartition(
+                    p.topic, p.partition, p.start if p.committed is None else p.committed
+                )
+                for p in wanted
+            ]
+        )
+        found: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(wanted) and time.monotonic() < deadline:
+            for message in consumer.consume(len(wanted), timeout=0.2):
+                key = (message.topic() or "", message.partition() or 0)
+                if message.error() is None and key not in found:
+                    found[key] = message.timestamp()[1]
+                    consumer.pause([TopicPartition(key[0], key[1])])
+        consumer.unassign()
+        return found
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()

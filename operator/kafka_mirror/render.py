@@ -1,0 +1,349 @@
+"""Pure functions from a KafkaMirror (and its selections) to the objects that run it.
+
+Every child is built here as a plain dict, ready for server-side apply; the controller adds the
+owner reference (`kopf.adopt`) and applies them. Nothing here talks to the API server, so the
+rendering is tested without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any
+
+import yaml
+
+from kafka_mirror.api.models import KafkaCluster, KafkaMirrorSpec, SecretKeyRef
+from kafka_mirror.worker.config import (
+    ClusterConnection,
+    SaslFromEnv,
+    SelectionPatterns,
+    TlsFromEnv,
+    WorkerConfig,
+)
+
+DEFAULT_IMAGE = f"ghcr.io/kafka-mirror/kafka-mirror-operator:{version('kafka-mirror-operator')}"
+CONFIG_DIR = "/etc/kafka-mirror"
+CONFIG_FILE = "worker.yaml"
+METRICS_PORT = 9400
+MIRROR_LABEL = "kafkamirror.io/mirror"
+CONFIG_CHECKSUM_ANNOTATION = "kafkamirror.io/config-checksum"
+# Kubernetes' limits: label values 63 characters; CronJob names 52 (its Jobs append 11).
+LABEL_VALUE_LIMIT = 63
+CRONJOB_NAME_LIMIT = 52
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One MirrorTopicSelection as the rendering needs it."""
+
+    name: str
+    includes: tuple[str, ...]
+    excludes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CredentialEnv:
+    """An environment variable of the worker container filled from a Secret key."""
+
+    name: str
+    secret: SecretKeyRef
+
+
+def fit(name: str, limit: int) -> str:
+    """`name`, or its shortened form with a hash suffix when it is over `limit` characters."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - 9].rstrip('-.')}-{digest}"
+
+
+def worker_name(mirror: str) -> str:
+    return f"{mirror}-worker"
+
+
+def config_map_name(mirror: str) -> str:
+    return f"{mirror}-worker-config"
+
+
+def metrics_service_name(mirror: str) -> str:
+    return fit(f"{mirror}-metrics", LABEL_VALUE_LIMIT)  # Service names are DNS labels
+
+
+def audit_cronjob_name(mirror: str) -> str:
+    return fit(f"{mirror}-audit", CRONJOB_NAME_LIMIT)
+
+
+def selector_labels(mirror: str) -> dict[str, str]:
+    """The labels that select a mirror's worker pods (also the scale subresource's selector)."""
+    return {
+        "app.kubernetes.io/name": "kafka-mirror",
+        "app.kubernetes.io/component": "worker",
+        MIRROR_LABEL: fit(mirror, LABEL_VALUE_LIMIT),
+    }
+
+
+def label_selector(mirror: str) -> str:
+    return ",".join(f"{key}={value}" for key, value in selector_labels(mirror).items())
+
+
+def _labels(mirror: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "kafka-mirror",
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "kafka-mirror-operator",
+        MIRROR_LABEL: fit(mirror, LABEL_VALUE_LIMIT),
+    }
+
+
+# --- the worker's configuration ---------------------------------------------------------------
+
+
+def _connection(role: str, cluster: KafkaCluster) -> tuple[ClusterConnection, list[CredentialEnv]]:
+    """The worker's view of one cluster, and the Secret keys its credentials come from."""
+    envs: list[CredentialEnv] = []
+
+    def env_for(part: str, ref: SecretKeyRef | None) -> str | None:
+        if ref is None:
+            return None
+        name = f"KAFKA_MIRROR_{role.upper()}_{part}"
+        envs.append(CredentialEnv(name, ref))
+        return name
+
+    tls = TlsFromEnv(
+        enabled=cluster.tls.enabled,
+        ca_env=env_for("TLS_CA", cluster.tls.ca_certificate),
+        cert_env=env_for("TLS_CERT", cluster.tls.client_certificate),
+        key_env=env_for("TLS_KEY", cluster.tls.client_key),
+        verify_hostname=cluster.tls.verify_hostname,
+    )
+    sasl = None
+    if cluster.sasl is not None:
+        sasl = SaslFromEnv(
+            mechanism=cluster.sasl.mechanism,
+            username=cluster.sasl.username,
+            username_env=env_for("SASL_USERNAME", cluster.sasl.username_secret),
+            password_env=env_for("SASL_PASSWORD", cluster.sasl.password_secret) or "",
+        )
+    connection = ClusterConnection(
+        alias=cluster.alias,
+        bootstrap_servers=cluster.bootstrap_servers,
+        tls=tls,
+        sasl=sasl,
+        config=dict(cluster.config),
+    )
+    return connection, envs
+
+
+def build_worker_config(
+    namespace: str, name: str, spec: KafkaMirrorSpec, selections: list[Selection]
+) -> tuple[WorkerConfig, list[CredentialEnv]]:
+    """The workers' configuration (the union of all selections) and their credential sources."""
+    source, source_envs = _connection("source", spec.source)
+    target, target_envs = _connection("target", spec.target)
+    config = WorkerConfig(
+        mirror=f"{namespace}/{name}",
+        source=source,
+        target=target,
+        topic_naming=spec.topic_naming,
+        selections=[
+            SelectionPatterns(name=s.name, includes=list(s.includes), excludes=list(s.excludes))
+            for s in sorted(selections, key=lambda s: s.name)
+        ],
+        refresh_topics_interval_seconds=spec.refresh_topics_interval_seconds,
+        offset_syncs=spec.offset_syncs,
+        checkpoints=spec.checkpoints,
+        heartbeats=spec.heartbeats,
+        topic_config_sync=spec.topic_config_sync,
+        metrics_port=METRICS_PORT,
+    )
+    return config, source_envs + target_envs
+
+
+def render_worker_config(config: WorkerConfig) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json", by_alias=True), sort_keys=False)
+
+
+def config_checksum(config: WorkerConfig, secret_versions: dict[str, str]) -> str:
+    """What the running workers cannot pick up live: everything but the selections (which they
+    reload from the mounted file), and the versions of the Secrets they read at start."""
+    restart_relevant = config.model_dump(mode="json", exclude={"selections"})
+    payload = json.dumps([restart_relevant, sorted(secret_versions.items())], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+# --- the children -----------------------------------------------------------------------------
+
+
+def build_config_map(namespace: str, name: str, config: WorkerConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": config_map_name(name),
+            "namespace": namespace,
+            "labels": _labels(name, "worker"),
+        },
+        "data": {CONFIG_FILE: render_worker_config(config)},
+    }
+
+
+def _container_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _pod_spec(
+    name: str, spec: KafkaMirrorSpec, envs: list[CredentialEnv], image: str, args: list[str]
+) -> dict[str, Any]:
+    """The pod of a worker or an audit run: the mirror's config file, credentials from Secrets."""
+    worker = spec.worker
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": worker.image or image,
+        "imagePullPolicy": worker.image_pull_policy,
+        "command": ["kafka-mirror"],
+        "args": args,
+        "env": [
+            {
+                "name": env.name,
+                "valueFrom": {"secretKeyRef": {"name": env.secret.name, "key": env.secret.key}},
+            }
+            for env in envs
+        ],
+        "volumeMounts": [
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "securityContext": _container_security(),
+    }
+    resources = worker.resources.model_dump(exclude_defaults=True)
+    if resources:
+        container["resources"] = resources
+    pod: dict[str, Any] = {
+        "automountServiceAccountToken": False,  # the workers never call the Kubernetes API
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": "config", "configMap": {"name": config_map_name(name)}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        ],
+    }
+    if worker.node_selector:
+        pod["nodeSelector"] = dict(worker.node_selector)
+    if worker.tolerations:
+        pod["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in worker.tolerations
+        ]
+    return pod
+
+
+def build_deployment(
+    namespace: str,
+    name: str,
+    spec: KafkaMirrorSpec,
+    envs: list[CredentialEnv],
+    checksum: str,
+    image: str = DEFAULT_IMAGE,
+) -> dict[str, Any]:
+    """The worker Deployment: `spec.replicas` pods (none while paused) sharing the partitions."""
+    pod = _pod_spec(name, spec, envs, image, ["worker", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"])
+    container = pod["containers"][0]
+    container["ports"] = [{"name": "metrics", "containerPort": METRICS_PORT}]
+    container["livenessProbe"] = {
+        "httpGet": {"path": "/healthz", "port": "metrics"},
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+    }
+    container["readinessProbe"] = {
+        "httpGet": {"path": "/readyz", "port": "metrics"},
+        "periodSeconds": 5,
+    }
+    # The worker commits what it mirrored on SIGTERM; give it time to drain.
+    pod["terminationGracePeriodSeconds"] = 60
+    annotations = {
+        **spec.worker.annotations,
+        CONFIG_CHECKSUM_ANNOTATION: checksum,
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(METRICS_PORT),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": worker_name(name),
+            "namespace": namespace,
+            "labels": _labels(name, "worker"),
+        },
+        "spec": {
+            "replicas": 0 if spec.paused else spec.replicas,
+            "selector": {"matchLabels": selector_labels(name)},
+            "template": {
+                "metadata": {"labels": selector_labels(name), "annotations": annotations},
+                "spec": pod,
+            },
+        },
+    }
+
+
+def build_metrics_service(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": metrics_service_name(name),
+            "namespace": namespace,
+            "labels": _labels(name, "metrics"),
+        },
+        "spec": {
+            "selector": selector_labels(name),
+            "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}],
+        },
+    }
+
+
+def build_audit_cronjob(
+    namespace: str,
+    name: str,
+    spec: KafkaMirrorSpec,
+    envs: list[CredentialEnv],
+    image: str = DEFAULT_IMAGE,
+) -> dict[str, Any]:
+    """The audit CronJob: one run at a time, reading the same configuration as the workers."""
+    args = ["audit", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"]
+    pod = _pod_spec(name, spec, envs, image, args)
+    pod["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": audit_cronjob_name(name),
+            "namespace": namespace,
+            "labels": _labels(name, "audit"),
+        },
+        "spec": {
+            "schedule": spec.audit.schedule,
+            "suspend": spec.audit.suspend,
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 1,
+                    "template": {"metadata": {"labels": _labels(name, "audit")}, "spec": pod},
+                }
+            },
+        },
+    }
