@@ -1,6 +1,6 @@
-"""Session-scoped real parts (Kafka A and B, kube-apiserver, Helm), started only when a test
-asks for them; a fresh namespace per test. Everything is built or fetched into the user cache
-by the repository's own code (`kafka_mirror.devstack`)."""
+"""Session-scoped real parts (Kafka A and B, kube-apiserver, kubectl, Helm), started only when
+a test asks for them; a fresh namespace per test. Everything is built or fetched into the user
+cache by the repository's own code (`kafka_mirror.devstack`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kafka_mirror.devstack.builds import HELM
+from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.kube import api_client, install_crds
@@ -68,3 +68,9 @@ def namespace(kube_api: client.ApiClient) -> Iterator[str]:
 def helm() -> Path:
     """The Helm binary built from its pinned Go module."""
     return HELM.ensure()
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> Path:
+    """The kubectl binary built from its pinned Go module (the API server's release)."""
+    return KUBECTL.ensure()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -120,3 +121,23 @@ def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> li
         consumer.close()
     assert len(records) >= count, f"read {len(records)} of {count} records from {topic}"
     return records
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def records(count: int, partitions: int, size: int = 20) -> list[Record]:
+    # Recent timestamps: records older than the topic's retention (7 days) are deleted by the
+    # broker's retention check, which looks like loss to a reader that started before it.
+    recent_ms = int(time.time() * 1000) - 60_000
+    return [
+        Record(
+            key=f"k{i}".encode(),
+            value=f"v{i}".encode().ljust(size, b"."),
+            headers=(("app-header", f"h{i}".encode()),),
+            timestamp=recent_ms + i,
+            partition=i % partitions,
+        )
+        for i in range(count)
+    ]

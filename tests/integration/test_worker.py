@@ -6,7 +6,6 @@ import re
 import subprocess
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +17,15 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from kafka_mirror.devstack.builds import REPO_ROOT, kafka_libs, require
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, KafkaCluster
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
-from tests.helpers.kafka import Record, admin_for, consume, create_topics, produce
+from tests.helpers.kafka import (
+    Record,
+    admin_for,
+    consume,
+    create_topics,
+    produce,
+    records,
+    unique,
+)
 from tests.helpers.kafka import end_offsets as kafka_end_offsets
 from tests.helpers.worker import WorkerProcess, wait_for, worker_config
 
@@ -58,10 +65,6 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
             print(f"----- {worker.name} metrics -----", *figures, sep="\n")
             worker.stop()
         print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
-
-
-def unique(prefix: str = "t") -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 def topics_on(cluster: KafkaCluster) -> set[str]:
@@ -104,22 +107,6 @@ def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], in
         for tp in result.result(timeout=10).topic_partitions or []
         if tp.offset >= 0
     }
-
-
-def records(count: int, partitions: int, size: int = 20) -> list[Record]:
-    # Recent timestamps: records older than the topic's retention (7 days) are deleted by the
-    # broker's retention check, which looks like loss to a reader that started before it.
-    recent_ms = int(time.time() * 1000) - 60_000
-    return [
-        Record(
-            key=f"k{i}".encode(),
-            value=f"v{i}".encode().ljust(size, b"."),
-            headers=(("app-header", f"h{i}".encode()),),
-            timestamp=recent_ms + i,
-            partition=i % partitions,
-        )
-        for i in range(count)
-    ]
 
 
 # --- selection and record fidelity ---------------------------------------------------------

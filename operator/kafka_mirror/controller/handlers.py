@@ -42,6 +42,11 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     api, image, readers = options.api, options.worker_image, Readers()
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # In-cluster service account, else $KUBECONFIG (a custom registry has no default login).
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         # Progress and the diff base in annotations: the status schema has no room for kopf's.

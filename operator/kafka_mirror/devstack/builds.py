@@ -1,5 +1,5 @@
 """Install the real parts of the dev stack into the user cache: Kafka's jars from Maven Central,
-etcd, kube-apiserver and Helm built from their pinned Go modules under `dev/`.
+etcd, kube-apiserver, kubectl and Helm built from their pinned Go modules under `dev/`.
 
 Each artifact's cache key is a hash of the files that pin it, so a version bump rebuilds and an
 unchanged pin is reused. Builds take a file lock, so parallel callers build once.
@@ -92,22 +92,30 @@ def _module_version(module_dir: Path, module: str) -> str:
     raise RuntimeError(f"{module} is not required in {module_dir / 'go.mod'}")
 
 
-def _kubernetes_version_flags(module_dir: Path) -> str:
-    """kube-apiserver reports `v0.0.0-master` unless told its version, and Helm then refuses
-    charts with a `kubeVersion` constraint; so stamp the pinned version in, as its Makefile does.
+def _kubernetes_version_flags(module: str) -> Callable[[Path], str]:
+    """Kubernetes binaries report `v0.0.0-master` unless told their version, and Helm then
+    refuses charts with a `kubeVersion` constraint; so stamp the pinned version of `module` in,
+    as Kubernetes' Makefile does. A staging module's v0.X.Y is Kubernetes v1.X.Y.
     """
-    version = _module_version(module_dir, "k8s.io/kubernetes")
-    major, minor = version.lstrip("v").split(".")[:2]
-    package = "k8s.io/component-base/version"
-    return (
-        f"-X {package}.gitVersion={version} -X {package}.gitMajor={major} "
-        f"-X {package}.gitMinor={minor} -X {package}.gitTreeState=clean"
-    )
+
+    def flags(module_dir: Path) -> str:
+        version = _module_version(module_dir, module)
+        if version.startswith("v0."):
+            version = "v1." + version.removeprefix("v0.")
+        major, minor = version.lstrip("v").split(".")[:2]
+        package = "k8s.io/component-base/version"
+        return (
+            f"-X {package}.gitVersion={version} -X {package}.gitMajor={major} "
+            f"-X {package}.gitMinor={minor} -X {package}.gitTreeState=clean"
+        )
+
+    return flags
 
 
 @dataclass(frozen=True)
 class GoTool:
-    """A binary built from the module in `dev/go/<module>`, which pins it with a tool line."""
+    """A binary built from the module in `dev/go/<module>`, which pins it with a tool line (or,
+    with package ".", carries the main package itself)."""
 
     name: str
     package: str
@@ -122,7 +130,10 @@ class GoTool:
         return f"-s -w {stamp}".strip()
 
     def path(self) -> Path:
-        key = _pin_hash(self.module_dir / "go.mod", self.module_dir / "go.sum", self.ldflags())
+        sources = sorted(self.module_dir.glob("*.go"))  # a main package kept in the module
+        key = _pin_hash(
+            self.module_dir / "go.mod", self.module_dir / "go.sum", *sources, self.ldflags()
+        )
         return cache_dir() / "bin" / f"{self.name}-{key}"
 
     def ensure(self) -> Path:
@@ -158,8 +169,11 @@ class GoTool:
 
 ETCD = GoTool("etcd", "go.etcd.io/etcd/server/v3")
 KUBE_APISERVER = GoTool(
-    "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", _kubernetes_version_flags
+    "kube-apiserver",
+    "k8s.io/kubernetes/cmd/kube-apiserver",
+    _kubernetes_version_flags("k8s.io/kubernetes"),
 )
+KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
 
 
@@ -198,5 +212,5 @@ def kafka_libs() -> Path:
 def ensure_all() -> None:
     """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
     kafka_libs()
-    for tool in (ETCD, KUBE_APISERVER, HELM):
+    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM):
         tool.ensure()
