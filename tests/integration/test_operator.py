@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
     apply(kube_api, mirror("a-to-b", namespace, source, target, replicas=2))
     apply(
         kube_api,
-        selection("orders", namespace, "a-to-b", [f"{re.escape(p)}\\..*"], [".*\\.scratch"]),
+        selection("orders", namespace, "a-to-b", [f"{re.escape(p)}\\..*"], (".*\\.scratch",)),
     )
 
     apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
@@ -195,3 +196,234 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
     for child in ("a-to-b-metrics",):
         assert exists(core.read_namespaced_service, child, namespace)
     assert exists(client.BatchV1Api(kube_api).read_namespaced_cron_job, "a-to-b-audit", namespace)
+
+
+# --- changing, scaling, pausing, deleting ------------------------------------------------------
+
+
+def deployment_replicas(api: client.ApiClient, namespace: str, name: str) -> int | None:
+    return client.AppsV1Api(api).read_namespaced_deployment(name, namespace).spec.replicas
+
+
+def test_selection_changes_scaling_pausing_and_deleting_take_effect(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    kube_api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    kubelet: LocalKubelet,
+    kc: Kubectl,
+) -> None:
+    p = unique()
+    first, second = f"{p}.first", f"{p}.second"
+    create_topics(kafka_a.bootstrap_servers, [first, second])
+    for topic in (first, second):
+        produce(kafka_a.bootstrap_servers, topic, records(50, partitions=1))
+    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
+    apply(kube_api, mirror("m", namespace, plain, {"bootstrapServers": kafka_b.bootstrap_servers}))
+    apply(kube_api, selection("team", namespace, "m", [re.escape(first)]))
+    consume(kafka_b.bootstrap_servers, f"{first}.A", 50, timeout=90)
+    wait_for(
+        lambda: status_of(kube_api, namespace, "m").get("activeTopics") == [first],
+        30,
+        "the first topic to be active",
+    )
+
+    # Updating a selection replaces it: the second topic is mirrored, the first no longer.
+    apply(kube_api, selection("team", namespace, "m", [re.escape(second)]))
+    consume(kafka_b.bootstrap_servers, f"{second}.A", 50, timeout=60)
+    wait_for(
+        lambda: status_of(kube_api, namespace, "m").get("activeTopics") == [second],
+        30,
+        "only the second topic to be active",
+    )
+    produce(kafka_a.bootstrap_servers, first, records(20, partitions=1))
+    assert "SelectionsApplied" in kc("get", "events", "--field-selector=involvedObject.name=m")
+
+    # kubectl scale goes through the scale subresource to the workers.
+    kc("scale", "kafkamirror/m", "--replicas=3")
+    wait_for(lambda: deployment_replicas(kube_api, namespace, "m-worker") == 3, 30, "3 replicas")
+    wait_for(
+        lambda: status_of(kube_api, namespace, "m").get("readyReplicas") == 3,
+        60,
+        "3 ready workers in status",
+    )
+    assert len(kubelet.pods_of("m-worker")) == 3
+
+    # Pausing stops every worker and says so.
+    kc("patch", "kafkamirror/m", "--type=merge", "-p", '{"spec":{"paused":true}}')
+    wait_for(lambda: deployment_replicas(kube_api, namespace, "m-worker") == 0, 30, "0 replicas")
+    wait_for(
+        lambda: (
+            condition(get_custom(kube_api, namespace, "kafkamirrors", "m"), "Paused").get("status")
+            == "True"
+        ),
+        30,
+        "the Paused condition",
+    )
+    ready = condition(get_custom(kube_api, namespace, "kafkamirrors", "m"), "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "Paused")
+    wait_for(lambda: not kubelet.pods_of("m-worker"), 60, "the workers to stop")
+    produce(kafka_a.bootstrap_servers, second, records(10, partitions=1))
+    kc("patch", "kafkamirror/m", "--type=merge", "-p", '{"spec":{"paused":false}}')
+    wait_for(lambda: remote_end(kafka_b, f"{second}.A") == 60, 90, "the paused records to arrive")
+    # The deselected topic got nothing after its selection changed.
+    assert remote_end(kafka_b, f"{first}.A") == 50
+
+    # Deleting the mirror removes its children; the remote topics stay on B.
+    kc("delete", "kafkamirror/m", "--timeout=60s")
+    apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
+    assert not exists(apps.read_namespaced_deployment, "m-worker", namespace)
+    assert not exists(core.read_namespaced_config_map, "m-worker-config", namespace)
+    assert not exists(core.read_namespaced_service, "m-metrics", namespace)
+    assert not exists(client.BatchV1Api(kube_api).read_namespaced_cron_job, "m-audit", namespace)
+    wait_for(lambda: not kubelet.pods_of("m-worker"), 60, "the workers to stop")
+    assert remote_end(kafka_b, f"{first}.A") == 50 and remote_end(kafka_b, f"{second}.A") == 60
+    wait_for(
+        lambda: (
+            condition(
+                get_custom(kube_api, namespace, "mirrortopicselections", "team"), "MirrorFound"
+            ).get("reason")
+            == "MirrorNotFound"
+        ),
+        30,
+        "the selection to report its missing mirror",
+    )
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def test_bad_input_shows_as_conditions_and_other_mirrors_keep_working(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    kube_api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    kubelet: LocalKubelet,
+) -> None:
+    p = unique()
+    good, too_long = f"{p}.good", f"{p}." + "x" * (247 - len(p))
+    create_topics(kafka_a.bootstrap_servers, [good, too_long])
+    produce(kafka_a.bootstrap_servers, good, records(20, partitions=1))
+    target = {"bootstrapServers": kafka_b.bootstrap_servers}
+    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
+
+    def scram(secret_name: str) -> dict[str, Any]:
+        return {
+            "bootstrapServers": kafka_a.sasl_bootstrap_servers,
+            "sasl": {
+                "mechanism": SCRAM_MECHANISM,
+                "username": SCRAM_USER,
+                "passwordSecret": {"name": secret_name, "key": "password"},
+            },
+        }
+
+    apply(kube_api, secret("wrong-login", namespace, password="not-the-password-51c"))
+    apply(kube_api, mirror("good", namespace, plain, target))
+    apply(kube_api, selection("good", namespace, "good", [f"{re.escape(p)}\\..*"]))
+    apply(kube_api, selection("broken", namespace, "good", ["[unclosed"]))
+    apply(kube_api, selection("orphan", namespace, "missing", [".*"]))
+    closed = {"bootstrapServers": "127.0.0.1:1"}
+    apply(kube_api, mirror("unreachable", namespace, closed, target))
+    apply(kube_api, mirror("wrong-password", namespace, scram("wrong-login"), target))
+    apply(kube_api, mirror("no-secret", namespace, scram("absent"), target))
+
+    def ready(name: str) -> dict[str, Any]:
+        return condition(get_custom(kube_api, namespace, "kafkamirrors", name), "Ready")
+
+    def has_ready_reason(name: str, reason: str) -> bool:
+        return ready(name).get("reason") == reason
+
+    expected = {
+        "unreachable": ("SourceUnreachable", "cannot reach cluster A at 127.0.0.1:1"),
+        "wrong-password": ("SourceAuthenticationFailed", "refused the credentials"),
+        "no-secret": ("SourceSecretNotFound", "Secret absent is not in namespace"),
+    }
+    for name, (reason, message) in expected.items():
+        try:
+            wait_for(partial(has_ready_reason, name, reason), 60, f"{name}: Ready/{reason}")
+        except AssertionError as timeout:
+            raise AssertionError(f"{timeout}; Ready is {ready(name)}") from None
+        assert ready(name)["status"] == "False"
+        assert message in ready(name)["message"]
+    assert "not-the-password-51c" not in str(
+        get_custom(kube_api, namespace, "kafkamirrors", "wrong-password")
+    )
+
+    consume(kafka_b.bootstrap_servers, f"{good}.A", 20, timeout=90)
+    wait_for(lambda: ready("good").get("status") == "True", 60, "the good mirror to be Ready")
+    wait_for(
+        lambda: status_of(kube_api, namespace, "good").get("activeTopics") == [good],
+        30,
+        "the good topic to be listed active",
+    )
+    good_mirror = get_custom(kube_api, namespace, "kafkamirrors", "good")
+    assert [s["name"] for s in good_mirror["status"]["skippedTopics"]] == [too_long]
+    assert "over Kafka's limit of 249" in good_mirror["status"]["skippedTopics"][0]["reason"]
+    degraded = condition(good_mirror, "Degraded")
+    assert degraded["status"] == "True"
+    assert "selection broken" in degraded["message"] and too_long[:20] in degraded["message"]
+
+    broken = get_custom(kube_api, namespace, "mirrortopicselections", "broken")
+    assert condition(broken, "Ready")["reason"] == "InvalidPattern"
+    assert broken["status"]["invalidPatterns"] == [
+        "includes[0] '[unclosed': unterminated character set at position 0"
+    ]
+    wait_for(
+        lambda: (
+            condition(
+                get_custom(kube_api, namespace, "mirrortopicselections", "orphan"), "Ready"
+            ).get("reason")
+            == "MirrorNotFound"
+        ),
+        30,
+        "the orphan selection's condition",
+    )
+    assert operator.running()
+    assert "not-the-password-51c" not in operator.log()
+
+
+# --- operator restarts --------------------------------------------------------------------------
+
+
+def test_an_operator_restarted_mid_way_converges_without_duplicates(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    kube_api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    kubelet: LocalKubelet,
+) -> None:
+    names = [f"m{i}" for i in range(5)]
+    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": kafka_b.bootstrap_servers}
+    for name in names:
+        apply(kube_api, mirror(name, namespace, plain, target))
+        apply(kube_api, selection(name, namespace, name, [f"{name}-never-created"]))
+    operator.kill()  # SIGKILL while it is creating the children
+    operator.start()
+
+    def ready(name: str) -> bool:
+        found = get_custom(kube_api, namespace, "kafkamirrors", name)
+        return condition(found, "Ready").get("status") == "True"
+
+    for name in names:
+        wait_for(partial(ready, name), 90, f"{name} to be Ready after the restart")
+    apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
+    batch = client.BatchV1Api(kube_api)
+    for listing in (
+        apps.list_namespaced_deployment,
+        core.list_namespaced_config_map,
+        core.list_namespaced_service,
+        batch.list_namespaced_cron_job,
+    ):
+        owners = [
+            ref.name
+            for item in listing(namespace, label_selector="kafkamirror.io/mirror").items
+            for ref in item.metadata.owner_references or []
+        ]
+        assert sorted(owners) == names, listing.__name__
+    for name in names:
+        found = get_custom(kube_api, namespace, "kafkamirrors", name)
+        assert found["metadata"]["finalizers"] == ["kafkamirror.io/finalizer"]

@@ -425,7 +425,6 @@ class TopicStatus(StatusModel):
     remote_name: str
     lag: int = 0
     latency_seconds: float | None = None
-    bytes_per_second: float | None = None
 
 
 class SkippedTopic(StatusModel):

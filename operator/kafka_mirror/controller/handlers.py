@@ -33,8 +33,12 @@ class OperatorOptions:
 
 
 def _status_patch(patch: kopf.Patch, model: KafkaMirrorStatus | MirrorTopicSelectionStatus) -> None:
-    # Fields that became None are sent as null, which a merge patch removes.
-    patch.status.update(model.model_dump(mode="json", by_alias=True))
+    # Top-level fields that became None go as null, which a merge patch removes; nulls nested in
+    # lists would be pruned by the server (and kopf would report the difference).
+    data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for name, field in type(model).model_fields.items():
+        data.setdefault(field.alias or name, None)
+    patch.status.update(data)
 
 
 def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
@@ -62,8 +66,9 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def converge(mirror: kopf.Body) -> None:
         applied = reconcile.converge_children(api, mirror, image)
         if applied:
-            kopf.info(
+            kopf.event(
                 mirror,
+                type="Normal",
                 reason="SelectionsApplied",
                 message="workers mirror the union of selections: " + ", ".join(applied),
             )

@@ -22,7 +22,6 @@ from kafka_mirror.api.models import (
     VERSION,
     KafkaMirrorSpec,
     KafkaMirrorStatus,
-    MirrorTopicSelectionSpec,
     MirrorTopicSelectionStatus,
     pattern_error,
 )
@@ -64,11 +63,14 @@ def load_selections(api: client.ApiClient, namespace: str, mirror: str) -> list[
     for item in items:
         if item["metadata"].get("deletionTimestamp") or item["spec"].get("mirror") != mirror:
             continue
-        spec = MirrorTopicSelectionSpec.model_validate(item["spec"])
-        selections.append(
-            Selection(item["metadata"]["name"], tuple(spec.includes), tuple(spec.excludes))
-        )
+        selections.append(_patterns(item["metadata"]["name"], item["spec"]))
     return selections
+
+
+def _patterns(name: str, spec: Any) -> Selection:
+    """A selection's patterns as stored: the schema checked their shape, but a pattern that does
+    not compile must reach the status (and be skipped by the workers), not fail parsing."""
+    return Selection(name, tuple(spec.get("includes", [])), tuple(spec.get("excludes", [])))
 
 
 def _secret(api: client.ApiClient, namespace: str, name: str) -> client.V1Secret | None:
@@ -294,9 +296,9 @@ def observe_mirror(
     return status, mirror_events(previous, status)
 
 
-def invalid_patterns(spec: MirrorTopicSelectionSpec) -> list[str]:
+def invalid_patterns(selection: Selection) -> list[str]:
     found = []
-    for field, patterns in (("includes", spec.includes), ("excludes", spec.excludes)):
+    for field, patterns in (("includes", selection.includes), ("excludes", selection.excludes)):
         for index, pattern in enumerate(patterns):
             error = pattern_error(pattern)
             if error is not None:
@@ -311,18 +313,18 @@ def observe_selection(
     readers: Readers,
     now: datetime,
 ) -> MirrorTopicSelectionStatus:
-    namespace = body["metadata"]["namespace"]
-    spec = MirrorTopicSelectionSpec.model_validate(body["spec"])
-    invalid = invalid_patterns(spec)
+    namespace, mirror = body["metadata"]["namespace"], body["spec"]["mirror"]
+    patterns = _patterns(body["metadata"]["name"], body["spec"])
+    invalid = invalid_patterns(patterns)
     mirror_problem = None
-    if read_mirror(api, namespace, spec.mirror) is None:
+    if read_mirror(api, namespace, mirror) is None:
         mirror_problem = Problem(
             "MirrorNotFound",
-            f"no KafkaMirror {spec.mirror} in namespace {namespace}: create it, or set "
+            f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "
             "spec.mirror to an existing mirror",
         )
-    selection = None if invalid else TopicSelection(tuple(spec.includes), tuple(spec.excludes))
-    topics = None if mirror_problem else readers.source_topics.get(f"{namespace}/{spec.mirror}")
+    selection = None if invalid else TopicSelection(patterns.includes, patterns.excludes)
+    topics = None if mirror_problem else readers.source_topics.get(f"{namespace}/{mirror}")
     return selection_status(
         body["metadata"].get("generation", 0),
         previous,

@@ -232,13 +232,12 @@ def mirror_status(
 def invalid_spec_status(
     previous: KafkaMirrorStatus, generation: int, error: str, now: datetime
 ) -> KafkaMirrorStatus:
-    """The status of a mirror whose stored spec the operator cannot use: nothing else changes."""
+    """The status of a mirror whose stored spec the operator cannot use: only Ready changes."""
     message = f"the spec cannot be used, fix it: {error}"
     status = previous.model_copy()
     status.observed_generation = generation
-    status.conditions = [
-        condition(previous.conditions, "Ready", False, "InvalidSpec", message, generation, now)
-    ]
+    ready = condition(previous.conditions, "Ready", False, "InvalidSpec", message, generation, now)
+    status.conditions = [ready, *(c for c in previous.conditions if c.type != "Ready")]
     return status
 
 

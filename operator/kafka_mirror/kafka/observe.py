@@ -21,6 +21,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kafka_mirror.kafka.errors import AUTH_ERRORS
+
 REQUEST_TIMEOUT = 5.0
 # The latency probe reads one record per lagging partition; beyond this many it samples.
 LATENCY_PROBE_PARTITIONS = 100
@@ -62,6 +64,8 @@ class ClusterReader:
         self.alias = alias
         self.bootstrap = settings.get("bootstrap.servers", "")
         self.last_error: KafkaError | None = None
+        # Kept apart: a refusal is followed by "all brokers down", which would hide it.
+        self.auth_error: KafkaError | None = None
         self._settings = settings
         admin_settings: dict[str, Any] = {**settings, "error_cb": self._on_error}
         self._admin = AdminClient(admin_settings)
@@ -69,15 +73,18 @@ class ClusterReader:
 
     def _on_error(self, error: KafkaError) -> None:
         self.last_error = error
+        if error.code() in AUTH_ERRORS:
+            self.auth_error = error
 
     def _unavailable(self, error: Exception) -> ClusterUnavailable:
-        last = self.last_error
-        if last is not None and last.code() == KafkaError._AUTHENTICATION:
+        self._admin.poll(0)  # serves error_cb: an admin client reports errors only when polled
+        if self.auth_error is not None:
             return ClusterUnavailable(
                 "AuthenticationFailed",
-                f"cluster {self.alias} ({self.bootstrap}) refused the credentials: {last.str()}; "
-                "check the Secret the mirror's sasl/tls settings name",
+                f"cluster {self.alias} ({self.bootstrap}) refused the credentials: "
+                f"{self.auth_error.str()}; check the Secret the mirror's sasl/tls settings name",
             )
+        last = self.last_error
         detail = last.str() if last is not None else str(error)
         return ClusterUnavailable(
             "Unreachable",
@@ -93,6 +100,7 @@ class ClusterReader:
             raise self._unavailable(error) from error
         if not metadata.brokers:
             raise self._unavailable(RuntimeError("no broker answered"))
+        self.auth_error = None
         return {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()

@@ -24,6 +24,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kafka_mirror.kafka.errors import AUTH_ERRORS
 from kafka_mirror.kafka.formats import (
     HEARTBEATS_TOPIC,
     PROVENANCE_HEADER,
@@ -47,13 +48,6 @@ BATCH_SIZE = 5000
 SLOW_TASK_SECONDS = 2.0
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
-_AUTH_ERRORS = {
-    KafkaError._AUTHENTICATION,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError.GROUP_AUTHORIZATION_FAILED,
-}
 
 
 _REBALANCING = {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
@@ -225,7 +219,7 @@ class MirrorWorker:
 
         def report(error: KafkaError) -> None:
             code = error.code()
-            if code in _AUTH_ERRORS:
+            if code in AUTH_ERRORS:
                 self.metrics.errors.labels("authentication").inc()
                 log.error("%s cluster %s refused our credentials: %s", cluster, alias, error.str())
             elif code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
