@@ -40,7 +40,8 @@ def _dev(args: argparse.Namespace) -> None:
 def _demo(args: argparse.Namespace) -> None:
     from kafka_mirror import demo
 
-    demo.run(sys.stdout)
+    if not demo.run(sys.stdout):
+        sys.exit(1)
 
 
 def _operator(args: argparse.Namespace) -> None:

@@ -1,25 +1,40 @@
 """The main job on the embedded default stack: what a newcomer runs first.
 
-Brings up Kafka A and B and the API server, installs the CRDs, applies the example mirror and
-selection (pointed at the local clusters), and shows them as the API server stored them.
+Brings up Kafka A and B and the API server, installs the CRDs, starts the operator, applies the
+example mirror and selection (pointed at the local clusters), runs the worker pods the operator
+asks for as local processes (no nodes here), produces sample traffic on A, and shows the
+mirror's status as `kubectl` would once it is Ready with no lag.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 from kubernetes.client import ApiClient
 
-from kafka_mirror.api.models import API_VERSION, GROUP, VERSION, KafkaMirror, MirrorTopicSelection
+from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
 from kafka_mirror.devstack import stack
 from kafka_mirror.devstack.builds import REPO_ROOT
+from kafka_mirror.devstack.kubelet import LocalKubelet
+from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds, table
 
 NAMESPACE = "kafka-mirror-demo"
 EXAMPLES = REPO_ROOT / "examples"
+# The example selection takes accounting.* but not *.scratch; hr.* is not selected at all.
+SAMPLE_TOPICS = {
+    "accounting.invoices": 3,
+    "accounting.payments": 3,
+    "accounting.tmp.scratch": 1,
+    "hr.salaries": 1,
+}
+SAMPLE_RECORDS = 2_000
 
 
 def example_objects(kafka_a: str, kafka_b: str, namespace: str) -> list[dict[str, Any]]:
@@ -33,45 +48,122 @@ def example_objects(kafka_a: str, kafka_b: str, namespace: str) -> list[dict[str
     return [mirror, selection]
 
 
-def apply_examples(api: ApiClient, kafka_a: str, kafka_b: str, namespace: str, out: TextIO) -> None:
-    """Install the CRDs, apply the examples into `namespace`, and show them as stored."""
-    install_crds(api)
-    print("CRDs installed: kafkamirrors, mirrortopicselections", file=out)
-    apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    for body in example_objects(kafka_a, kafka_b, namespace):
-        apply(api, body)
-        print(f"applied {body['kind']} {namespace}/{body['metadata']['name']}", file=out)
+def produce_sample_traffic(kafka_a: str, out: TextIO) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka_a})
+    existing = admin.list_topics(timeout=10).topics
+    new = [NewTopic(t, n) for t, n in SAMPLE_TOPICS.items() if t not in existing]
+    for future in admin.create_topics(new).values() if new else []:
+        future.result()
+    producer = Producer({"bootstrap.servers": kafka_a, "linger.ms": 20})
+    for topic in SAMPLE_TOPICS:
+        for i in range(SAMPLE_RECORDS):
+            producer.produce(topic, key=f"key-{i}", value=f"{topic} record {i}")
+            producer.poll(0)
+    producer.flush(30)
+    print(f"produced {SAMPLE_RECORDS} records to each of {', '.join(SAMPLE_TOPICS)} on A", file=out)
 
-    custom = client.CustomObjectsApi(api)
-    mirror = KafkaMirror.model_validate(
-        custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "kafkamirrors", "a-to-b")
+
+def _mirror(api: ApiClient, namespace: str) -> dict[str, Any]:
+    found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "kafkamirrors", "a-to-b"
     )
-    selection = MirrorTopicSelection.model_validate(
-        custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, "mirrortopicselections", "accounting"
+    return dict(found)
+
+
+def _ready(mirror: dict[str, Any]) -> dict[str, Any]:
+    conditions = mirror.get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "Ready"), {})
+
+
+def wait_until_mirrored(api: ApiClient, namespace: str, out: TextIO, timeout: float) -> bool:
+    """Wait for Ready, both selected topics active and no lag, printing what is awaited."""
+    deadline, shown = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        mirror = _mirror(api, namespace)
+        status, ready = mirror.get("status", {}), _ready(mirror)
+        line = (
+            f"  Ready={ready.get('status', '-')} ({ready.get('reason', 'no status yet')}), "
+            f"active topics {status.get('activeTopicCount', 0)}, lag {status.get('totalLag', '-')}"
         )
-    )
-    print("\nKafkaMirror a-to-b as stored, with the server's defaults:", file=out)
-    spec = mirror.spec.model_dump(by_alias=True, exclude_none=True)
-    print(yaml.safe_dump({"spec": spec}, sort_keys=False), file=out)
-    print("MirrorTopicSelection accounting:", file=out)
-    print(
-        yaml.safe_dump({"spec": selection.spec.model_dump(by_alias=True)}, sort_keys=False),
-        file=out,
-    )
+        if line != shown:
+            print(line, file=out, flush=True)
+            shown = line
+        if (
+            ready.get("status") == "True"
+            and status.get("activeTopicCount") == 2
+            and status.get("totalLag") == 0
+        ):
+            return True
+        time.sleep(1)
+    return False
+
+
+def show_status(api: ApiClient, namespace: str, out: TextIO) -> None:
     for kind, plural in (
         ("KafkaMirror", "kafkamirrors"),
         ("MirrorTopicSelection", "mirrortopicselections"),
     ):
-        print(f"$ kubectl get {plural} -n {namespace}", file=out)
-        print(table(api, API_VERSION, kind, namespace) + "\n", file=out)
+        print(f"\n$ kubectl get {plural} -n {namespace}", file=out)
+        print(table(api, API_VERSION, kind, namespace), file=out)
+    status = _mirror(api, namespace).get("status", {})
+    shown = {
+        "conditions": [
+            {k: c[k] for k in ("type", "status", "reason", "message")}
+            for c in status.get("conditions", [])
+        ],
+        **{k: status.get(k) for k in ("activeTopics", "topics", "totalLag", "maxLatencySeconds")},
+    }
+    command = f"kubectl get kafkamirror a-to-b -n {namespace} -o yaml"
+    print(f"\n$ {command}  # status, abridged", file=out)
+    print(yaml.safe_dump({"status": shown}, sort_keys=False), file=out)
 
 
-def run(out: TextIO) -> None:
+def run_demo(
+    api: ApiClient,
+    kubeconfig: Path,
+    kafka_a: str,
+    kafka_b: str,
+    namespace: str,
+    workdir: Path,
+    out: TextIO,
+    timeout: float = 180,
+) -> bool:
+    """The whole main job against a running stack; True when the mirror caught up."""
+    install_crds(api)
+    apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    operator = OperatorProcess(kubeconfig, namespace, workdir, status_interval=3).start()
+    print(f"operator running (log: {operator.log_path})", file=out)
+    kubelet = LocalKubelet(api, namespace, workdir / "pods").start()
+    try:
+        for body in example_objects(kafka_a, kafka_b, namespace):
+            apply(api, body)
+            print(f"applied {body['kind']} {namespace}/{body['metadata']['name']}", file=out)
+        produce_sample_traffic(kafka_a, out)
+        print("waiting for the mirror to catch up:", file=out, flush=True)
+        caught_up = wait_until_mirrored(api, namespace, out, timeout)
+        show_status(api, namespace, out)
+        if not caught_up:
+            print(f"the mirror did not catch up in {timeout:.0f}s; see {workdir}", file=out)
+        return caught_up
+    finally:
+        kubelet.stop()
+        operator.stop()
+
+
+def run(out: TextIO) -> bool:
     info = stack.up()
     print("Dev stack is up:", file=out)
     for key, value in info.env().items():
         print(f"  {key}={value}", file=out)
+    workdir = stack.stack_dir() / "demo"
+    workdir.mkdir(parents=True, exist_ok=True)
     with api_client(Path(info.kubeconfig)) as api:
-        apply_examples(api, info.kafka_a, info.kafka_b, NAMESPACE, out)
-    print("Stop the stack with: .venv/bin/kafka-mirror dev down", file=out)
+        ok = run_demo(
+            api, Path(info.kubeconfig), info.kafka_a, info.kafka_b, NAMESPACE, workdir, out
+        )
+    print(
+        "\nThe operator and workers stopped; the stack keeps running. "
+        "Stop it with: .venv/bin/kafka-mirror dev down",
+        file=out,
+    )
+    return ok

@@ -1,27 +1,44 @@
-"""The README's main job, against the session's real API server."""
+"""The README's main job, against the session's real API server and Kafka clusters."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from kafka_mirror.demo import apply_examples
+from kafka_mirror.demo import run_demo
 from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kube import KubeApiServer
 
-pytestmark = pytest.mark.kube
+pytestmark = [pytest.mark.kube, pytest.mark.kafka]
 
 
-def test_demo_applies_the_examples_and_shows_them(
-    kube_api: client.ApiClient, kafka_a: KafkaCluster, kafka_b: KafkaCluster, namespace: str
+def test_demo_runs_the_example_mirror_until_it_is_ready_with_no_lag(
+    kube_apiserver: KubeApiServer,
+    kube_api: client.ApiClient,
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     out = io.StringIO()
-    apply_examples(kube_api, kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, namespace, out)
+    caught_up = run_demo(
+        kube_api,
+        kube_apiserver.kubeconfig,
+        kafka_a.bootstrap_servers,
+        kafka_b.bootstrap_servers,
+        namespace,
+        tmp_path,
+        out,
+    )
     shown = out.getvalue()
+    print(shown)
+    assert caught_up
     assert f"applied KafkaMirror {namespace}/a-to-b" in shown
-    assert f"bootstrapServers: {kafka_a.bootstrap_servers}" in shown
-    assert "policy: suffix" in shown  # a default the server filled in
-    header = shown.split(f"$ kubectl get kafkamirrors -n {namespace}\n")[1].splitlines()[0]
-    assert header.split() == ["NAME", "READY", "REPLICAS", "ACTIVE", "TOPICS", "LAG", "AGE"]
-    assert "a-to-b" in shown.split(f"$ kubectl get kafkamirrors -n {namespace}\n")[1]
+    table = shown.split(f"$ kubectl get kafkamirrors -n {namespace}\n")[1].splitlines()
+    assert table[0].split() == ["NAME", "READY", "REPLICAS", "ACTIVE", "TOPICS", "LAG", "AGE"]
+    assert table[1].split()[:5] == ["a-to-b", "True", "1", "2", "0"]
+    assert "- accounting.invoices\n  - accounting.payments\n" in shown  # activeTopics
+    assert "hr.salaries" not in shown.split("# status, abridged")[1]

@@ -18,10 +18,11 @@ from kafka_mirror.api.models import API_VERSION
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
+from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from tests.helpers.kafka import consume, create_topics, end_offsets, produce, records, unique
 from tests.helpers.kubectl import kubectl as run_kubectl
-from tests.helpers.operator import OperatorProcess, condition, exists, get_custom
+from tests.helpers.objects import condition, exists, get_custom
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]

@@ -145,7 +145,8 @@ def _ready(obs: MirrorObservation, active: int) -> tuple[bool, str, str]:
             "NoSelection",
             "workers run, but no MirrorTopicSelection names this mirror: nothing is mirrored",
         )
-    return True, "Mirroring", f"{deployment.ready} workers mirroring {active} topics"
+    workers = f"{deployment.ready} worker{'' if deployment.ready == 1 else 's'}"
+    return True, "Mirroring", f"{workers} mirroring {active} topics"
 
 
 def _audit_condition(previous: KafkaMirrorStatus, generation: int, now: datetime) -> Condition:

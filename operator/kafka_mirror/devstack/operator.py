@@ -1,5 +1,5 @@
-"""The real operator (`python -m kafka_mirror operator`) as a local process, and helpers to read
-the objects it writes."""
+"""The real operator (`python -m kafka_mirror operator`) as a local process, for the demo, the
+tests and the benchmarks."""
 
 from __future__ import annotations
 
@@ -9,20 +9,16 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.devstack.processes import free_port
-
-STATUS_INTERVAL = 2.0
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: Path, namespace: str, workdir: Path) -> None:
+    def __init__(
+        self, kubeconfig: Path, namespace: str, workdir: Path, status_interval: float = 2.0
+    ) -> None:
         self.kubeconfig, self.namespace = kubeconfig, namespace
+        self.status_interval = status_interval
         self.log_path = workdir / "operator.log"
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -31,7 +27,7 @@ class OperatorProcess:
         command = [
             *(sys.executable, "-m", "kafka_mirror", "operator"),
             *("--kubeconfig", str(self.kubeconfig), "--namespace", self.namespace),
-            *("--status-interval", str(STATUS_INTERVAL)),
+            *("--status-interval", str(self.status_interval)),
             *("--liveness", f"http://127.0.0.1:{self.port}/healthz"),
         ]
         with self.log_path.open("ab") as log:
@@ -65,28 +61,3 @@ class OperatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
-def get_custom(api: client.ApiClient, namespace: str, plural: str, name: str) -> dict[str, Any]:
-    found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, plural, name
-    )
-    return dict(found)
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    """The condition of that type, or an empty dict."""
-    for item in obj.get("status", {}).get("conditions", []):
-        if item["type"] == type_:
-            return dict(item)
-    return {}
-
-
-def exists(read: Any, name: str, namespace: str) -> bool:
-    try:
-        read(name, namespace)
-    except ApiException as error:
-        if error.status == 404:
-            return False
-        raise
-    return True
