@@ -14,18 +14,21 @@ from kafka_mirror.api.crdgen import all_crds
 FIELD_MANAGER = "kafka-mirror"
 
 
-def api_client(kubeconfig: Path | None = None) -> client.ApiClient:
-    """A client from a kubeconfig file, or from the pod's service account inside a cluster."""
-    if kubeconfig is None:
-        try:
-            config.load_incluster_config()
-            return client.ApiClient()
-        except config.ConfigException:
-            pass
-    api: client.ApiClient = config.new_client_from_config(
-        config_file=str(kubeconfig) if kubeconfig else None
-    )
-    return api
+def api_client(kubeconfig: Path | None = None, connections: int = 32) -> client.ApiClient:
+    """A client from a kubeconfig file, or from the pod's service account inside a cluster,
+    keeping up to `connections` connections (one per thread that may call at once)."""
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is not None:
+            raise config.ConfigException("a kubeconfig was given")
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        config.load_kube_config(
+            config_file=str(kubeconfig) if kubeconfig else None,
+            client_configuration=configuration,
+        )
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 _dynamic_clients: dict[int, dynamic.DynamicClient] = {}

@@ -19,7 +19,7 @@ from kafka_mirror.api.models import (
     MirrorTopicSelectionStatus,
 )
 from kafka_mirror.controller import reconcile
-from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, Readers
+from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, OnePerKey, Readers
 from kafka_mirror.controller.status import invalid_spec_status
 
 FINALIZER = f"{GROUP}/finalizer"
@@ -45,6 +45,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     """All handlers, bound to one API client and the operator's options."""
     registry = kopf.OperatorRegistry()
     api, image, readers = options.api, options.worker_image, Readers()
+    converging = OnePerKey()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -61,10 +62,15 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         )
         settings.posting.level = logging.WARNING  # events for problems, not every handler run
         settings.execution.max_workers = 32  # Kafka reads block a thread each
+        # The kubernetes client loads its API classes on first use (about a second on 2 cores):
+        # pay that now rather than in the first mirrors' reconciles.
+        for api_class in (client.CoreV1Api, client.AppsV1Api, client.BatchV1Api):
+            api_class(api)
         settings.networking.request_timeout = 60
 
     def converge(mirror: kopf.Body) -> None:
-        applied = reconcile.converge_children(api, mirror, image)
+        key = f"{mirror.metadata.namespace}/{mirror.metadata.name}"
+        applied = converging.run(key, lambda: reconcile.converge_children(api, mirror, image))
         if applied:
             kopf.event(
                 mirror,
