@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -18,7 +17,7 @@ from confluent_kafka import KafkaException
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.processes import free_port
+from kafka_mirror.devstack.processes import ChildProcess, free_port
 
 
 def worker_config(
@@ -45,7 +44,7 @@ def worker_config(
     return config
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """One worker process, as a pod would run it: command, config file, environment."""
 
     def __init__(
@@ -58,8 +57,7 @@ class WorkerProcess:
         self.config, self.workdir, self.name, self.env = config, workdir, name, env or {}
         self.metrics_port = free_port()
         self.config_path = workdir / f"{name}.yaml"
-        self.log_path = workdir / f"{name}.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(workdir / f"{name}.log")
         self.write_config(config)
 
     def write_config(self, config: dict[str, Any]) -> None:
@@ -70,17 +68,10 @@ class WorkerProcess:
         partial.replace(self.config_path)
 
     def start(self) -> WorkerProcess:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(self.config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={
-                    **os.environ,
-                    **self.env,
-                    "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port),
-                },
-            )
+        self.spawn(
+            [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(self.config_path)],
+            env={**os.environ, **self.env, "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port)},
+        )
         wait_for(lambda: self.get("/healthz") is not None, 30, f"{self.name} serving health")
         return self
 
@@ -102,27 +93,11 @@ class WorkerProcess:
                     total += sample.value
         return total
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
     def dump_stacks(self) -> None:
         """Every thread's stack into the log (the worker registers SIGUSR1 with faulthandler)."""
         assert self.process is not None
         self.process.send_signal(signal.SIGUSR1)
         time.sleep(0.5)
-
-    def stop(self, timeout: float = 30) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait(10)
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: float = 0.25) -> None:

@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,12 +262,3 @@ class LocalKubelet:
                 return True
         except OSError:
             return False
-
-
-def wait_until(condition: Any, timeout: float, what: str, every: float = 0.25) -> None:
-    """Poll until `condition()` is true."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)

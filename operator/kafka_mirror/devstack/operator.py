@@ -3,25 +3,22 @@ tests and the benchmarks."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from kafka_mirror.devstack.processes import free_port
+from kafka_mirror.devstack.processes import ChildProcess, free_port
 
 
-class OperatorProcess:
+class OperatorProcess(ChildProcess):
     def __init__(
         self, kubeconfig: Path, namespace: str, workdir: Path, status_interval: float = 2.0
     ) -> None:
         self.kubeconfig, self.namespace = kubeconfig, namespace
         self.status_interval = status_interval
-        self.log_path = workdir / "operator.log"
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(workdir / "operator.log")
 
     def start(self) -> OperatorProcess:
         command = [
@@ -30,8 +27,7 @@ class OperatorProcess:
             *("--status-interval", str(self.status_interval)),
             *("--liveness", f"http://127.0.0.1:{self.port}/healthz"),
         ]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self.spawn(command)
         deadline = time.monotonic() + 60
         while not self.alive():
             assert self.running(), f"the operator exited:\n{self.log()[-3000:]}"
@@ -45,19 +41,3 @@ class OperatorProcess:
                 return True
         except OSError:
             return False
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self, timeout: float = 30) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait(10)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

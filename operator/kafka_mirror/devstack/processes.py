@@ -97,3 +97,32 @@ class ServerProcess:
         if not self.log.exists():
             return "(no log)"
         return "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+
+
+class ChildProcess:
+    """A child process of ours (the operator, a worker) with its output in a log file."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def spawn(self, command: list[str], env: dict[str, str] | None = None) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, and the exit code once it has finished."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
