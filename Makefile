@@ -31,7 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/mypy
 
-## Install Kafka, etcd, kube-apiserver and Helm into the cache (first run: ~20 minutes).
+## Install Kafka, etcd, kube-apiserver, kubectl and Helm into the cache (first run: ~21 minutes).
 build: $(STAMP)
 	$(BIN)/kafka-mirror dev build
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from kafka_mirror.devstack.builds import HELM, cache_dir, progress
+from kafka_mirror.devstack.builds import HELM, KUBECTL, cache_dir, progress
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.processes import pid_alive, stop_pid
@@ -33,6 +33,7 @@ class StackInfo(BaseModel):
     kafka_b: str
     kubeconfig: Path
     helm: Path
+    kubectl: Path | None = None  # stacks started before kubectl was part of it have none
     pids: tuple[int, ...]
 
     def env(self) -> dict[str, str]:
@@ -41,6 +42,7 @@ class StackInfo(BaseModel):
             "KAFKA_B_BOOTSTRAP": self.kafka_b,
             "KUBECONFIG": str(self.kubeconfig),
             "HELM": str(self.helm),
+            **({"KUBECTL": str(self.kubectl)} if self.kubectl else {}),
         }
 
     def alive(self) -> bool:
@@ -62,7 +64,7 @@ def up() -> StackInfo:
         return existing
     down()
     root = stack_dir()
-    helm = HELM.ensure()
+    helm, kubectl = HELM.ensure(), KUBECTL.ensure()
     kafka_a = KafkaCluster("A", root / "kafka-A")
     kafka_b = KafkaCluster("B", root / "kafka-B")
     kube = KubeApiServer(root / "kube")
@@ -83,6 +85,7 @@ def up() -> StackInfo:
         kafka_b=kafka_b.bootstrap_servers,
         kubeconfig=kube.kubeconfig,
         helm=helm,
+        kubectl=kubectl,
         pids=tuple(started),
     )
     _state_file().write_text(info.model_dump_json(indent=2))

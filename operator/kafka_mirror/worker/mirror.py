@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 BATCH_SIZE = 5000
 SLOW_TASK_SECONDS = 2.0
+ERROR_LOG_INTERVAL = 60.0  # seconds between two log lines of the same client error
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
 
@@ -124,6 +125,7 @@ class MirrorWorker:
         self.held: dict[tuple[str, int], TopicPartition] = {}
         self.internal_topics_ready = False
         self._last_problems: list[str] = []
+        self._logged_errors: dict[tuple[str, int], float] = {}
         self._build_clients()
         self.tasks = [
             Periodic("commit", self.config.commit_interval_seconds, self._barrier),
@@ -221,15 +223,22 @@ class MirrorWorker:
             code = error.code()
             if code in AUTH_ERRORS:
                 self.metrics.errors.labels("authentication").inc()
-                log.error("%s cluster %s refused our credentials: %s", cluster, alias, error.str())
+                message = f"{cluster} cluster {alias} refused our credentials: {error.str()}"
+                level = logging.ERROR
             elif code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
                 self.metrics.errors.labels("connection").inc()
                 if code == KafkaError._ALL_BROKERS_DOWN:
                     self._set_reachable(cluster, False)
-                log.warning("%s cluster %s: %s", cluster, alias, error.str())
+                message, level = f"{cluster} cluster {alias}: {error.str()}", logging.WARNING
             else:
                 self.metrics.errors.labels("client").inc()
-                log.warning("%s cluster %s: %s", cluster, alias, error.str())
+                message, level = f"{cluster} cluster {alias}: {error.str()}", logging.WARNING
+            # Every client (consumer, producer, admins) reports the same outage, over and over:
+            # the metrics count each report; the log has each kind once a minute per cluster.
+            now, kind = time.monotonic(), (cluster, code)
+            if now - self._logged_errors.get(kind, -ERROR_LOG_INTERVAL) >= ERROR_LOG_INTERVAL:
+                self._logged_errors[kind] = now
+                log.log(level, "%s", message)
 
         return report
 
