@@ -62,11 +62,11 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         )
         settings.posting.level = logging.WARNING  # events for problems, not every handler run
         settings.execution.max_workers = 32  # Kafka reads block a thread each
+        settings.networking.request_timeout = 60
         # The kubernetes client loads its API classes on first use (about a second on 2 cores):
         # pay that now rather than in the first mirrors' reconciles.
         for api_class in (client.CoreV1Api, client.AppsV1Api, client.BatchV1Api):
             api_class(api)
-        settings.networking.request_timeout = 60
 
     def converge(mirror: kopf.Body) -> None:
         key = f"{mirror.metadata.namespace}/{mirror.metadata.name}"
