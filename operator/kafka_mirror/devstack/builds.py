@@ -177,18 +177,18 @@ KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
 
 
-def kafka_libs() -> Path:
-    """A directory of Kafka's jars (broker, tools, MirrorMaker 2), resolved by Maven once."""
-    pom = DEV_DIR / "maven" / "kafka" / "pom.xml"
-    libs = cache_dir() / f"kafka-{_pin_hash(pom)}" / "libs"
+def maven_libs(name: str, what: str) -> Path:
+    """A directory of the jars `dev/maven/<name>/pom.xml` names, resolved by Maven once."""
+    pom = DEV_DIR / "maven" / name / "pom.xml"
+    libs = cache_dir() / f"{name}-{_pin_hash(pom)}" / "libs"
     if (libs.parent / "complete").exists():
         return libs
     require("java")
     mvn = require("mvn")
-    with _locked("kafka"):
+    with _locked(name):
         if (libs.parent / "complete").exists():
             return libs
-        progress("resolving Apache Kafka from Maven Central (first run only)")
+        progress(f"resolving {what} from Maven Central (first run only)")
         shutil.rmtree(libs, ignore_errors=True)
         _run_logged(
             [
@@ -197,20 +197,33 @@ def kafka_libs() -> Path:
                 "-q",
                 "-f",
                 str(pom),
+                "--global-settings",
+                str(DEV_DIR / "maven" / "settings.xml"),
                 "dependency:copy-dependencies",
                 "-DincludeScope=runtime",
                 f"-DoutputDirectory={libs}",
             ],
             cwd=pom.parent,
-            log=cache_dir() / "logs" / "resolve-kafka.log",
+            log=cache_dir() / "logs" / f"resolve-{name}.log",
             env=dict(os.environ),
         )
         (libs.parent / "complete").touch()
     return libs
 
 
+def kafka_libs() -> Path:
+    """Kafka's jars: broker, tools, MirrorMaker 2."""
+    return maven_libs("kafka", "Apache Kafka")
+
+
+def spark_kafka_jars() -> list[Path]:
+    """Spark's Kafka source and its dependencies, for `spark.jars`."""
+    return sorted(maven_libs("spark-kafka", "Spark's Kafka source").glob("*.jar"))
+
+
 def ensure_all() -> None:
     """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
     kafka_libs()
+    spark_kafka_jars()
     for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM):
         tool.ensure()
