@@ -61,6 +61,28 @@ def _operator(args: argparse.Namespace) -> None:
     run(options, [] if args.all_namespaces else args.namespace, args.liveness or None)
 
 
+def _audit(args: argparse.Namespace) -> None:
+    import logging
+
+    from kafka_mirror.audit.main import run
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    conf = dict(item.split("=", 1) for item in args.conf)
+    sys.exit(
+        run(
+            Path(args.config),
+            Path(args.report) if args.report else None,
+            args.history,
+            args.master,
+            conf,
+            Path(args.kubeconfig) if args.kubeconfig else None,
+            update_status=not args.no_status,
+        )
+    )
+
+
 def _worker(args: argparse.Namespace) -> None:
     from kafka_mirror.worker.main import main as worker_main
 
@@ -116,6 +138,22 @@ def parser() -> argparse.ArgumentParser:
     )
     operator.add_argument("--verbose", action="store_true", help="debug logging")
     operator.set_defaults(handler=_operator)
+
+    audit = commands.add_parser(
+        "audit", help="audit a mirror with PySpark: completeness, offset syncs, checkpoints"
+    )
+    audit.add_argument("--config", required=True, help="the mirror's worker configuration file")
+    audit.add_argument("--report", help="write the JSON report here (default: standard output)")
+    audit.add_argument("--history", help="append the summary to this Parquet dataset")
+    audit.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    audit.add_argument(
+        "--conf", action="append", default=[], help="extra Spark setting KEY=VALUE (repeatable)"
+    )
+    audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    audit.add_argument(
+        "--no-status", action="store_true", help="do not write the summary into the status"
+    )
+    audit.set_defaults(handler=_audit)
 
     worker = commands.add_parser("worker", help="mirror topics: the process in each worker pod")
     worker.add_argument("--config", required=True, help="the worker's YAML configuration file")

@@ -1,0 +1,102 @@
+"""`kafka-mirror audit --config FILE`: the job in each audit pod (the mirror's CronJob).
+
+Exit status: 0 passed, 1 failed (records missing, an unsafe checkpoint or a wrong offset sync),
+2 could not audit. The summary goes into the KafkaMirror's `status.lastAudit`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from kubernetes import client
+from pyspark.sql import SparkSession
+
+from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.audit.checks import AuditInputs, PartitionWindow, as_json, run_checks
+from kafka_mirror.audit.report import AuditReport
+from kafka_mirror.audit.spark import kafka_options, session
+from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
+from kafka_mirror.kube import api_client
+from kafka_mirror.topics import plan_topics
+from kafka_mirror.worker.config import WorkerConfig, load
+
+log = logging.getLogger("kafka_mirror.audit")
+
+
+def audit_windows(config: WorkerConfig) -> list[PartitionWindow]:
+    """Per selected source partition: from the log start to the workers' committed offset."""
+    reader = ClusterReader(config.source.alias, config.source.client_config())
+    try:
+        usable, _ = config.compiled_selections()
+        topics = reader.topics()
+        plan = plan_topics(topics, usable, config.namer(), config.target.alias)
+        progress = reader.progress(config.consumer_group, {t: topics[t] for t in plan.mirrored})
+    finally:
+        reader.close()
+    return [
+        PartitionWindow(
+            p.topic, plan.mirrored[p.topic], p.partition, p.start, max(p.committed or 0, p.start)
+        )
+        for p in progress
+    ]
+
+
+def audit(config: WorkerConfig, spark: SparkSession) -> AuditReport:
+    windows = audit_windows(config)
+    inputs = AuditInputs(
+        mirror=config.mirror,
+        source_alias=config.source.alias,
+        target_alias=config.target.alias,
+        source_options=kafka_options(config.source, os.environ),
+        target_options=kafka_options(config.target, os.environ),
+        windows=windows,
+        offset_syncs_on_source=config.offset_syncs.location == "source",
+    )
+    return run_checks(spark, inputs)
+
+
+def write_status(api: client.ApiClient, mirror: str, report: AuditReport) -> None:
+    namespace, name = mirror.split("/", 1)
+    summary = report.summary().model_dump(mode="json", by_alias=True, exclude_none=True)
+    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "kafkamirrors", name, {"status": {"lastAudit": summary}}
+    )
+
+
+def run(
+    config_path: Path,
+    report_path: Path | None,
+    history: str | None,
+    master: str,
+    conf: dict[str, str],
+    kubeconfig: Path | None,
+    update_status: bool,
+) -> int:
+    config = load(config_path)
+    spark = session(master, conf)
+    try:
+        report = audit(config, spark)
+        if history:
+            append_history(spark, report, history)
+    except ClusterUnavailable as error:
+        log.error("cannot audit %s: %s", config.mirror, error)
+        return 2
+    finally:
+        spark.stop()
+    text = as_json(report)
+    if report_path is not None:
+        report_path.write_text(text + "\n")
+    else:
+        print(text)
+    if update_status:
+        write_status(api_client(kubeconfig), config.mirror, report)
+    log.info("audit %s: %s", report.result, report.summary().message)
+    return 0 if report.result == "Passed" else 1
+
+
+def append_history(spark: SparkSession, report: AuditReport, path: str) -> None:
+    """One row per run appended to a Parquet dataset (any path Spark can write)."""
+    row = report.summary().model_dump(mode="json", by_alias=True)
+    spark.createDataFrame([{"mirror": report.mirror, **row}]).write.mode("append").parquet(path)
