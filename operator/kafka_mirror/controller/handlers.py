@@ -34,10 +34,12 @@ class OperatorOptions:
 
 def _status_patch(patch: kopf.Patch, model: KafkaMirrorStatus | MirrorTopicSelectionStatus) -> None:
     # Top-level fields that became None go as null, which a merge patch removes; nulls nested in
-    # lists would be pruned by the server (and kopf would report the difference).
-    data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    # lists would be pruned by the server (and kopf would report the difference). The audit job
+    # owns lastAudit: the operator never writes it.
+    data = model.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"last_audit"})
     for name, field in type(model).model_fields.items():
-        data.setdefault(field.alias or name, None)
+        if name != "last_audit":
+            data.setdefault(field.alias or name, None)
     patch.status.update(data)
 
 
