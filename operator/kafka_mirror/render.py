@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from kafka_mirror.api.models import KafkaCluster, KafkaMirrorSpec, SecretKeyRef
+from kafka_mirror.api.models import GROUP, KafkaCluster, KafkaMirrorSpec, SecretKeyRef
 from kafka_mirror.worker.config import (
     ClusterConnection,
     SaslFromEnv,
@@ -74,6 +74,11 @@ def metrics_service_name(mirror: str) -> str:
 
 def audit_cronjob_name(mirror: str) -> str:
     return fit(f"{mirror}-audit", CRONJOB_NAME_LIMIT)
+
+
+def audit_account_name(mirror: str) -> str:
+    """The audit pods' ServiceAccount, and the Role and RoleBinding of the same name."""
+    return f"{mirror}-audit"
 
 
 def selector_labels(mirror: str) -> dict[str, str]:
@@ -321,10 +326,16 @@ def build_audit_cronjob(
     envs: list[CredentialEnv],
     image: str = DEFAULT_IMAGE,
 ) -> dict[str, Any]:
-    """The audit CronJob: one run at a time, reading the same configuration as the workers."""
-    args = ["audit", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"]
+    """The audit CronJob: one run at a time, reading the same configuration as the workers, and
+    writing its summary into the mirror's status with its own ServiceAccount."""
+    spark = spec.audit.spark
+    args = ["audit", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--master", spark.master]
+    for key, value in sorted(spark.conf.items()):
+        args += ["--conf", f"{key}={value}"]
     pod = _pod_spec(name, spec, envs, image, args)
     pod["restartPolicy"] = "Never"
+    pod["serviceAccountName"] = audit_account_name(name)
+    pod["automountServiceAccountToken"] = True  # to write status.lastAudit
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -347,3 +358,41 @@ def build_audit_cronjob(
             },
         },
     }
+
+
+def build_audit_rbac(namespace: str, name: str) -> list[dict[str, Any]]:
+    """The audit's ServiceAccount, allowed to read its mirror and patch its status: nothing more."""
+    metadata = {
+        "name": audit_account_name(name),
+        "namespace": namespace,
+        "labels": _labels(name, "audit"),
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata,
+            "rules": [
+                {
+                    "apiGroups": [GROUP],
+                    "resources": ["kafkamirrors/status"],
+                    "resourceNames": [name],
+                    "verbs": ["get", "patch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": audit_account_name(name),
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": audit_account_name(name), "namespace": namespace}
+            ],
+        },
+    ]

@@ -23,6 +23,7 @@ from kafka_mirror.render import (
     Selection,
     audit_cronjob_name,
     build_audit_cronjob,
+    build_audit_rbac,
     build_config_map,
     build_deployment,
     build_metrics_service,
@@ -429,7 +430,7 @@ def test_audit_cronjob_follows_spec_audit() -> None:
     assert pod["restartPolicy"] == "Never"
     container = only_container(pod)
     assert container["command"] == ["kafka-mirror"]
-    assert container["args"] == ["audit", "--config", CONFIG_PATH]
+    assert container["args"] == ["audit", "--config", CONFIG_PATH, "--master", "local[*]"]
 
 
 def test_audit_cronjob_defaults_to_every_six_hours_not_suspended() -> None:
@@ -514,3 +515,28 @@ def test_fit_keeps_long_names_with_a_common_prefix_apart() -> None:
     first, second = "p" * 70 + "-one", "p" * 70 + "-two"
     assert fit(first, 63) != fit(second, 63)
     assert fit(first, 63)[:50] == fit(second, 63)[:50]
+
+
+def test_audit_runs_on_the_spec_spark_master_with_its_conf_and_its_own_account() -> None:
+    spec = mirror_spec(
+        audit={"spark": {"master": "k8s://https://kubernetes.default.svc", "conf": {"a": "1"}}}
+    )
+    pod = audit_cronjob(spec)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    args = only_container(pod)["args"]
+    assert args[3:] == ["--master", "k8s://https://kubernetes.default.svc", "--conf", "a=1"]
+    assert pod["serviceAccountName"] == f"{NAME}-audit"
+    assert pod["automountServiceAccountToken"] is True
+
+
+def test_the_audit_account_may_only_patch_its_own_mirror_status() -> None:
+    account, role, binding = build_audit_rbac(NAMESPACE, NAME)
+    assert account["kind"] == "ServiceAccount"
+    assert role["rules"] == [
+        {
+            "apiGroups": ["kafkamirror.io"],
+            "resources": ["kafkamirrors/status"],
+            "resourceNames": [NAME],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] == account["metadata"]["name"]

@@ -137,6 +137,7 @@ def desired_children(api: client.ApiClient, body: kopf.Body, image: str) -> Desi
         render.build_deployment(namespace, name, spec, envs, checksum, image),
         render.build_metrics_service(namespace, name),
         render.build_audit_cronjob(namespace, name, spec, envs, image),
+        *render.build_audit_rbac(namespace, name),
     ]
     for child in children:
         kopf.adopt(child, owner=body)
@@ -175,6 +176,9 @@ def delete_children(api: client.ApiClient, namespace: str, name: str) -> None:
         ("batch/v1", "CronJob", render.audit_cronjob_name(name)),
         ("v1", "Service", render.metrics_service_name(name)),
         ("v1", "ConfigMap", render.config_map_name(name)),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding", render.audit_account_name(name)),
+        ("rbac.authorization.k8s.io/v1", "Role", render.audit_account_name(name)),
+        ("v1", "ServiceAccount", render.audit_account_name(name)),
     ):
         delete(api, api_version, kind, namespace, child)
 
