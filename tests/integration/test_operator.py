@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.helpers.objects import condition, exists, get_custom
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+STATUS_TICKS = 5  # seconds: two of the test operator's status refreshes
 
 
 @pytest.fixture
@@ -428,3 +430,43 @@ def test_an_operator_restarted_mid_way_converges_without_duplicates(
     for name in names:
         found = get_custom(kube_api, namespace, "kafkamirrors", name)
         assert found["metadata"]["finalizers"] == ["kafkamirror.io/finalizer"]
+
+
+# --- the audit CronJob ------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_the_audit_cronjob_runs_its_job_and_the_result_reaches_the_status(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    kube_api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    kubelet: LocalKubelet,
+    kc: Kubectl,
+) -> None:
+    p = unique()
+    topic = f"{p}.audited"
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(kafka_a.bootstrap_servers, topic, records(200, partitions=2))
+    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": kafka_b.bootstrap_servers}
+    apply(kube_api, mirror("m", namespace, plain, target, audit={"spark": {"master": "local[2]"}}))
+    apply(kube_api, selection("team", namespace, "m", [re.escape(topic)]))
+    wait_for(
+        lambda: (
+            status_of(kube_api, namespace, "m").get("activeTopics") == [topic]
+            and status_of(kube_api, namespace, "m").get("totalLag") == 0
+        ),
+        90,
+        "the topic mirrored with no lag",
+    )
+
+    job = kubelet.run_job("m-audit")  # the CronJob's job template, as the kubelet would run it
+    assert job.process is not None and job.process.returncode == 0, job.log()[-3000:]
+    audit = status_of(kube_api, namespace, "m")["lastAudit"]
+    assert (audit["result"], audit["recordsChecked"], audit["missing"]) == ("Passed", 200, 0)
+    kc("wait", "--for=condition=AuditPassed", "kafkamirror/m", "--timeout=30s")
+    # The operator's status ticks leave the audit's summary alone.
+    time.sleep(STATUS_TICKS)
+    assert status_of(kube_api, namespace, "m")["lastAudit"] == audit

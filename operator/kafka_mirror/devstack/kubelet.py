@@ -29,6 +29,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kafka_mirror.audit.spark import JARS_ENV
+from kafka_mirror.devstack.builds import spark_kafka_jars
 from kafka_mirror.devstack.processes import free_port
 
 PORT_ENV = "KAFKA_MIRROR_METRICS_PORT"
@@ -147,10 +149,15 @@ class LocalKubelet:
                 return
             if pod.process is not None:
                 pod.restarts += 1
-            env = self._environment(pod, container)
+            self._start(pod, spec)
         except PodConfigError as error:
             pod.problem, pod.ready = str(error), False
-            return
+
+    def _start(self, pod: LocalPod, spec: dict[str, Any]) -> None:
+        container = spec["containers"][0]
+        env = self._environment(pod, container)
+        if spec.get("automountServiceAccountToken") and spec.get("serviceAccountName"):
+            env["KUBECONFIG"] = str(self._service_account(pod, spec["serviceAccountName"]))
         command = [self._mapped(pod, container, a) for a in container.get("command", [])]
         args = [self._mapped(pod, container, a) for a in container.get("args", [])]
         with (pod.directory / "container.log").open("ab") as log:
@@ -158,6 +165,62 @@ class LocalKubelet:
                 command + args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=pod.directory
             )
         pod.problem, pod.ready = "", False
+
+    def run_job(self, cronjob: str, timeout: float = 600) -> LocalPod:
+        """One run of a CronJob's job template, to completion (what the CronJob and Job
+        controllers and the kubelet would do at the schedule)."""
+        found = client.BatchV1Api(self.api).read_namespaced_cron_job(cronjob, self.namespace)
+        template = self.api.sanitize_for_serialization(found)["spec"]["jobTemplate"]["spec"][
+            "template"
+        ]
+        self._serial += 1
+        pod = LocalPod(
+            f"{cronjob}-{self._serial}", "", self.workdir / f"{cronjob}-{self._serial}", free_port()
+        )
+        pod.directory.mkdir(parents=True, exist_ok=True)
+        self._materialise_volumes(pod, template["spec"].get("volumes", []))
+        self._start(pod, template["spec"])
+        assert pod.process is not None
+        pod.process.wait(timeout)
+        return pod
+
+    def _service_account(self, pod: LocalPod, account: str) -> Path:
+        """The pod's service-account identity, as a kubeconfig: a token the API server issues
+        for that account (TokenRequest), the server's address and CA. In a pod the kubelet
+        projects the same token into the container's file system."""
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+        )
+        issued = self.core.create_namespaced_service_account_token(
+            account, self.namespace, request
+        ).status
+        assert issued is not None
+        token = issued.token
+        configuration = self.api.configuration
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {
+                        "server": configuration.host,
+                        "certificate-authority": configuration.ssl_ca_cert,
+                    },
+                }
+            ],
+            "users": [{"name": account, "user": {"token": token}}],
+            "contexts": [
+                {
+                    "name": "pod",
+                    "context": {"cluster": "local", "user": account, "namespace": self.namespace},
+                }
+            ],
+            "current-context": "pod",
+        }
+        path = pod.directory / "serviceaccount.kubeconfig"
+        path.write_text(json.dumps(kubeconfig))
+        return path
 
     def _report(self, deployment: Any, pods: list[LocalPod], template_hash: str) -> None:
         ready = sum(1 for p in pods if p.ready)
@@ -206,9 +269,14 @@ class LocalKubelet:
             raise
 
     def _environment(self, pod: LocalPod, container: dict[str, Any]) -> dict[str, str]:
-        # The image's environment: this interpreter's bin directory holds `kafka-mirror`.
+        # The image's environment: this interpreter's bin directory holds `kafka-mirror`, and
+        # the image bakes in Spark's Kafka source (here: the dev cache's copy).
         bin_dir = str(Path(sys.executable).parent)
-        env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", "HOME": str(pod.directory)}
+        env = {
+            "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+            "HOME": str(pod.directory),
+            JARS_ENV: str(spark_kafka_jars()[0].parent),
+        }
         for item in container.get("env", []):
             if "value" in item:
                 env[item["name"]] = item["value"]
