@@ -12,10 +12,10 @@ from kafka_mirror.demo import run_demo
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 
-pytestmark = [pytest.mark.kube, pytest.mark.kafka]
+pytestmark = [pytest.mark.kube, pytest.mark.kafka, pytest.mark.spark]
 
 
-def test_demo_runs_the_example_mirror_until_it_is_ready_with_no_lag(
+def test_demo_runs_the_example_mirror_until_it_is_ready_with_no_lag_and_audits_it(
     kube_apiserver: KubeApiServer,
     kube_api: client.ApiClient,
     kafka_a: KafkaCluster,
@@ -42,3 +42,5 @@ def test_demo_runs_the_example_mirror_until_it_is_ready_with_no_lag(
     assert table[1].split()[:5] == ["a-to-b", "True", "1", "2", "0"]
     assert "- accounting.invoices\n  - accounting.payments\n" in shown  # activeTopics
     assert "hr.salaries" not in shown.split("# status, abridged")[1]
+    audit = shown.split("lastAudit:")[1]
+    assert "result: Passed" in audit and "missing: 0" in audit
