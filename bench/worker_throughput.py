@@ -16,20 +16,16 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
+from common import preload, start_worker, worker_config
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import KafkaCluster, java_command
-from kafka_mirror.devstack.processes import free_port
+from kafka_mirror.devstack.kafka import KafkaCluster
 
 
 def total_on(bootstrap: str, topic: str, partitions: int) -> int:
@@ -61,46 +57,11 @@ def main() -> None:
         a.start()
         b.start()
         topic = "bench"
-        admin = AdminClient({"bootstrap.servers": a.bootstrap_servers})
-        admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result()
-        print(f"preloading {args.records:,} records of {args.size} B on A…", flush=True)
-        subprocess.run(
-            java_command(
-                kafka_libs(),
-                "org.apache.kafka.tools.ProducerPerformance",
-                "--topic",
-                topic,
-                "--num-records",
-                str(args.records),
-                "--record-size",
-                str(args.size),
-                "--throughput",
-                "-1",
-                "--producer-props",
-                f"bootstrap.servers={a.bootstrap_servers}",
-                "acks=1",
-                "linger.ms=10",
-                "batch.size=262144",
-            ),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        config = {
-            "mirror": "bench/throughput",
-            "source": {"alias": "A", "bootstrapServers": a.bootstrap_servers},
-            "target": {"alias": "B", "bootstrapServers": b.bootstrap_servers},
-            "selections": [{"name": "bench", "includes": [topic]}],
-            "metricsPort": free_port(),
-        }
-        config_path = workdir / "worker.yaml"
-        config_path.write_text(yaml.safe_dump(config))
+        preload(a, topic, args.records, args.size, args.partitions)
+        config = worker_config(a, b, "bench/throughput", topic)
         print("mirroring with one worker…", flush=True)
         started = time.monotonic()
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(config_path)],
-            stdout=(workdir / "worker.log").open("wb"),
-            stderr=subprocess.STDOUT,
-        )
+        worker = start_worker(config, workdir)
         first_seen = None
         mirrored = 0
         while mirrored < args.records:

@@ -82,7 +82,7 @@ def _read(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFra
     return reader.load()
 
 
-def _source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
+def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
     windows = [w for w in inputs.windows if w.end > w.start]
     return _read(
         spark,
@@ -100,7 +100,7 @@ def _assignment(windows: list[PartitionWindow]) -> dict[str, list[int]]:
     return assignment
 
 
-def _target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
+def target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
     """Every record of the remote topics with the source record it names (alias checked)."""
     remotes = sorted({w.remote for w in inputs.windows})
     to_source = F.create_map(
@@ -174,8 +174,8 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
     windows = [w for w in inputs.windows if w.end > w.start]
     log.info("auditing %d partitions of %d topics", len(windows), len({w.topic for w in windows}))
     keys = ["topic", "partition", "offset"]
-    source = _source_records(spark, inputs).cache() if windows else None
-    target = _target_records(spark, inputs).cache()
+    source = source_records(spark, inputs).cache() if windows else None
+    target = target_records(spark, inputs).cache()
     copies = target.groupBy(*keys).agg(
         F.count("*").alias("copies"), F.max("target_offset").alias("last_target_offset")
     )

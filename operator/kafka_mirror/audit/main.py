@@ -43,18 +43,20 @@ def audit_windows(config: WorkerConfig) -> list[PartitionWindow]:
     ]
 
 
-def audit(config: WorkerConfig, spark: SparkSession) -> AuditReport:
-    windows = audit_windows(config)
-    inputs = AuditInputs(
+def audit_inputs(config: WorkerConfig) -> AuditInputs:
+    return AuditInputs(
         mirror=config.mirror,
         source_alias=config.source.alias,
         target_alias=config.target.alias,
         source_options=kafka_options(config.source, os.environ),
         target_options=kafka_options(config.target, os.environ),
-        windows=windows,
+        windows=audit_windows(config),
         offset_syncs_on_source=config.offset_syncs.location == "source",
     )
-    return run_checks(spark, inputs)
+
+
+def audit(config: WorkerConfig, spark: SparkSession) -> AuditReport:
+    return run_checks(spark, audit_inputs(config))
 
 
 def write_status(api: client.ApiClient, mirror: str, report: AuditReport) -> None:
