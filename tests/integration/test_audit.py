@@ -4,17 +4,21 @@ their partitions and offsets."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
-from kafka_mirror.audit.main import audit
+from kafka_mirror.audit.main import append_history, audit
 from kafka_mirror.audit.spark import session
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
@@ -82,12 +86,15 @@ def test_a_clean_mirror_passes_with_exact_counts(
 ) -> None:
     _, config = mirrored(kafka_a, kafka_b, tmp_path)
     report = audit(WorkerConfig.model_validate(config), spark)
+    append_history(spark, report, str(tmp_path / "history"))
     assert report.result == "Passed", report
     assert (report.partitions_checked, report.records_checked) == (3, 300)
     assert (report.missing, report.duplicates, report.unsafe_checkpoints) == (0, 0, 0)
     assert report.offset_syncs_checked >= 3 and report.bad_offset_syncs == 0
     assert report.checkpoints_checked == 3  # group "app", three partitions
     assert report.summary().message.startswith("300 records in 3 partitions mirrored exactly once")
+    (row,) = spark.read.parquet(str(tmp_path / "history")).collect()
+    assert (row["result"], row["recordsChecked"]) == ("Passed", 300)
 
 
 def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_offsets(
@@ -126,3 +133,17 @@ def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_of
     assert (unsafe.skipped, unsafe.first_skipped_offset) == (50, 10)
     assert "10 records missing on the target" in report.summary().message
     assert f"{topic}/0 offsets [0, 1, 2]" in report.summary().message
+
+    # The command the CronJob runs says so with its exit status and its JSON report.
+    config_path, report_path = tmp_path / "worker.yaml", tmp_path / "report.json"
+    config_path.write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "kafka_mirror", "audit", "--config", str(config_path)]
+    options = ["--master", "local[1]", "--no-status", "--report", str(report_path)]
+    finished = subprocess.run([*command, *options], capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 1, finished.stderr[-3000:]
+    written = json.loads(report_path.read_text())
+    assert (written["result"], written["missing"], written["unsafeCheckpoints"]) == (
+        "Failed",
+        10,
+        1,
+    )
