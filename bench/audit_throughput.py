@@ -24,17 +24,15 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import preload, start_worker, worker_config
+from common import preload, start_worker, two_clusters, worker_config
 
 from kafka_mirror.audit.checks import run_checks, source_records, target_records
 from kafka_mirror.audit.main import audit_inputs
 from kafka_mirror.audit.spark import session
-from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.worker.config import WorkerConfig
 
@@ -50,74 +48,70 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS / "audit_throughput.json")
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    a, b = KafkaCluster("A", workdir / "A"), KafkaCluster("B", workdir / "B")
     worker = None
-    try:
-        print("starting Kafka A and B…", flush=True)
-        a.start()
-        b.start()
-        topic = "audited"
-        preload(a, topic, args.records, args.size, args.partitions)
-        raw = worker_config(a, b, "bench/audit", topic)
-        config = WorkerConfig.model_validate(raw)
-        print("mirroring with one worker until it has committed every record…", flush=True)
-        started = time.monotonic()
-        worker = start_worker(raw, workdir)
-        reader = ClusterReader("A", config.source.client_config())
-        committed = 0
-        while committed < args.records:
-            time.sleep(2)
-            progress = reader.progress(config.consumer_group, {topic: args.partitions})
-            committed = sum(p.committed or 0 for p in progress)
-            print(f"  {time.monotonic() - started:6.1f}s  {committed:>10,} committed", flush=True)
-            if worker.poll() is not None:
-                raise SystemExit(f"the worker exited; see {workdir / 'worker.log'}")
-        reader.close()
-        worker.terminate()
-        worker.wait(60)
-
-        inputs = audit_inputs(config)
-        spark = session(args.master, {})
+    with two_clusters() as (workdir, a, b):
         try:
-            print("Spark reading the same records, counting only…", flush=True)
+            topic = "audited"
+            preload(a, topic, args.records, args.size, args.partitions)
+            raw = worker_config(a, b, "bench/audit", topic)
+            config = WorkerConfig.model_validate(raw)
+            print("mirroring with one worker until it has committed every record…", flush=True)
             started = time.monotonic()
-            read = source_records(spark, inputs).count() + target_records(spark, inputs).count()
-            read_seconds = time.monotonic() - started
-            print(f"  read {read:,} records in {read_seconds:.1f}s", flush=True)
-            print("auditing…", flush=True)
-            started = time.monotonic()
-            report = run_checks(spark, inputs)
-            audit_seconds = time.monotonic() - started
-        finally:
-            spark.stop()
-        summary = {
-            "what": "kafka-mirror audit (PySpark, local mode) vs Spark only reading the records",
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "spark_master": args.master,
-            "records": args.records,
-            "record_size_bytes": args.size,
-            "partitions": args.partitions,
-            "audit_result": report.result,
-            "records_checked": report.records_checked,
-            "missing": report.missing,
-            "duplicates": report.duplicates,
-            "read_seconds": round(read_seconds, 1),
-            "audit_seconds": round(audit_seconds, 1),
-            "records_audited_per_second": round(report.records_checked / audit_seconds),
-            "audit_over_read": round(audit_seconds / read_seconds, 2),
-            "command": "python bench/audit_throughput.py " + " ".join(sys.argv[1:]),
-        }
-        print(json.dumps(summary, indent=2))
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(summary, indent=2) + "\n")
-    finally:
-        if worker is not None and worker.poll() is None:
+            worker = start_worker(raw, workdir)
+            reader = ClusterReader("A", config.source.client_config())
+            committed = 0
+            while committed < args.records:
+                time.sleep(2)
+                progress = reader.progress(config.consumer_group, {topic: args.partitions})
+                committed = sum(p.committed or 0 for p in progress)
+                print(
+                    f"  {time.monotonic() - started:6.1f}s  {committed:>10,} committed", flush=True
+                )
+                if worker.poll() is not None:
+                    raise SystemExit(f"the worker exited; see {workdir / 'worker.log'}")
+            reader.close()
             worker.terminate()
-            worker.wait(30)
-        a.remove()
-        b.remove()
+            worker.wait(60)
+
+            inputs = audit_inputs(config)
+            spark = session(args.master, {})
+            try:
+                print("Spark reading the same records, counting only…", flush=True)
+                started = time.monotonic()
+                read = source_records(spark, inputs).count() + target_records(spark, inputs).count()
+                read_seconds = time.monotonic() - started
+                print(f"  read {read:,} records in {read_seconds:.1f}s", flush=True)
+                print("auditing…", flush=True)
+                started = time.monotonic()
+                report = run_checks(spark, inputs)
+                audit_seconds = time.monotonic() - started
+            finally:
+                spark.stop()
+            summary = {
+                "what": "kafka-mirror audit (PySpark, local mode) vs Spark reading the records",
+                "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "spark_master": args.master,
+                "records": args.records,
+                "record_size_bytes": args.size,
+                "partitions": args.partitions,
+                "audit_result": report.result,
+                "records_checked": report.records_checked,
+                "missing": report.missing,
+                "duplicates": report.duplicates,
+                "read_seconds": round(read_seconds, 1),
+                "audit_seconds": round(audit_seconds, 1),
+                "records_audited_per_second": round(report.records_checked / audit_seconds),
+                "audit_over_read": round(audit_seconds / read_seconds, 2),
+                "command": "python bench/audit_throughput.py " + " ".join(sys.argv[1:]),
+            }
+            print(json.dumps(summary, indent=2))
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(json.dumps(summary, indent=2) + "\n")
+        finally:
+            if worker is not None and worker.poll() is None:
+                worker.terminate()
+                worker.wait(30)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +59,18 @@ def start_worker(config: dict[str, Any], workdir: Path) -> subprocess.Popen[byte
         stdout=(workdir / "worker.log").open("wb"),
         stderr=subprocess.STDOUT,
     )
+
+
+@contextmanager
+def two_clusters() -> Iterator[tuple[Path, KafkaCluster, KafkaCluster]]:
+    """A work directory and Kafka A and B started in it; removed afterwards."""
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
+    a, b = KafkaCluster("A", workdir / "A"), KafkaCluster("B", workdir / "B")
+    try:
+        print("starting Kafka A and B…", flush=True)
+        a.start()
+        b.start()
+        yield workdir, a, b
+    finally:
+        a.remove()
+        b.remove()

@@ -17,15 +17,12 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import preload, start_worker, worker_config
+from common import preload, start_worker, two_clusters, worker_config
 from confluent_kafka import Consumer, TopicPartition
-
-from kafka_mirror.devstack.kafka import KafkaCluster
 
 
 def total_on(bootstrap: str, topic: str, partitions: int) -> int:
@@ -49,55 +46,49 @@ def main() -> None:
     parser.add_argument("--output", type=Path, help="also write the JSON summary here")
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    a, b = KafkaCluster("A", workdir / "A"), KafkaCluster("B", workdir / "B")
     worker = None
-    try:
-        print("starting Kafka A and B…", flush=True)
-        a.start()
-        b.start()
-        topic = "bench"
-        preload(a, topic, args.records, args.size, args.partitions)
-        config = worker_config(a, b, "bench/throughput", topic)
-        print("mirroring with one worker…", flush=True)
-        started = time.monotonic()
-        worker = start_worker(config, workdir)
-        first_seen = None
-        mirrored = 0
-        while mirrored < args.records:
-            time.sleep(1)
-            mirrored = total_on(b.bootstrap_servers, f"{topic}.A", args.partitions)
-            if mirrored and first_seen is None:
-                first_seen = time.monotonic()
-            elapsed = time.monotonic() - started
-            print(f"  {elapsed:6.1f}s  {mirrored:>10,} / {args.records:,} on B", flush=True)
-            if worker.poll() is not None:
-                raise SystemExit(f"the worker exited; see {workdir / 'worker.log'}")
-        finished = time.monotonic()
-        steady = finished - (first_seen or started)
-        megabytes = args.records * args.size / 1e6
-        summary = {
-            "what": "one kafka-mirror worker, A -> B on loopback",
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "records": args.records,
-            "record_size_bytes": args.size,
-            "partitions": args.partitions,
-            "seconds_total": round(finished - started, 2),
-            "seconds_mirroring": round(steady, 2),
-            "records_per_second": round(args.records / steady),
-            "megabytes_per_second": round(megabytes / steady, 1),
-            "command": "python bench/worker_throughput.py " + " ".join(sys.argv[1:]),
-        }
-        print(json.dumps(summary, indent=2))
-        if args.output:
-            args.output.write_text(json.dumps(summary, indent=2) + "\n")
-    finally:
-        if worker is not None and worker.poll() is None:
-            worker.terminate()
-            worker.wait(30)
-        a.remove()
-        b.remove()
+    with two_clusters() as (workdir, a, b):
+        try:
+            topic = "bench"
+            preload(a, topic, args.records, args.size, args.partitions)
+            config = worker_config(a, b, "bench/throughput", topic)
+            print("mirroring with one worker…", flush=True)
+            started = time.monotonic()
+            worker = start_worker(config, workdir)
+            first_seen = None
+            mirrored = 0
+            while mirrored < args.records:
+                time.sleep(1)
+                mirrored = total_on(b.bootstrap_servers, f"{topic}.A", args.partitions)
+                if mirrored and first_seen is None:
+                    first_seen = time.monotonic()
+                elapsed = time.monotonic() - started
+                print(f"  {elapsed:6.1f}s  {mirrored:>10,} / {args.records:,} on B", flush=True)
+                if worker.poll() is not None:
+                    raise SystemExit(f"the worker exited; see {workdir / 'worker.log'}")
+            finished = time.monotonic()
+            steady = finished - (first_seen or started)
+            megabytes = args.records * args.size / 1e6
+            summary = {
+                "what": "one kafka-mirror worker, A -> B on loopback",
+                "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "records": args.records,
+                "record_size_bytes": args.size,
+                "partitions": args.partitions,
+                "seconds_total": round(finished - started, 2),
+                "seconds_mirroring": round(steady, 2),
+                "records_per_second": round(args.records / steady),
+                "megabytes_per_second": round(megabytes / steady, 1),
+                "command": "python bench/worker_throughput.py " + " ".join(sys.argv[1:]),
+            }
+            print(json.dumps(summary, indent=2))
+            if args.output:
+                args.output.write_text(json.dumps(summary, indent=2) + "\n")
+        finally:
+            if worker is not None and worker.poll() is None:
+                worker.terminate()
+                worker.wait(30)
 
 
 if __name__ == "__main__":
