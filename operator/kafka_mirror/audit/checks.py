@@ -176,8 +176,11 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
     keys = ["topic", "partition", "offset"]
     source = source_records(spark, inputs).cache() if windows else None
     target = target_records(spark, inputs).cache()
-    copies = target.groupBy(*keys).agg(
-        F.count("*").alias("copies"), F.max("target_offset").alias("last_target_offset")
+    # Used by the completeness joins and the checkpoint check: aggregate once.
+    copies = (
+        target.groupBy(*keys)
+        .agg(F.count("*").alias("copies"), F.max("target_offset").alias("last_target_offset"))
+        .cache()
     )
 
     findings: dict[tuple[str, int], PartitionFinding] = {}
