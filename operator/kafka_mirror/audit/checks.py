@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,9 +104,8 @@ def _assignment(windows: list[PartitionWindow]) -> dict[str, list[int]]:
 def target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
     """Every record of the remote topics with the source record it names (alias checked)."""
     remotes = sorted({w.remote for w in inputs.windows})
-    to_source = F.create_map(
-        *[F.lit(x) for w in {(w.remote, w.topic) for w in inputs.windows} for x in w]
-    )
+    source_of = {w.remote: w.topic for w in inputs.windows}
+    to_source = F.create_map(*[F.lit(name) for pair in source_of.items() for name in pair])
     raw = _read(
         spark,
         inputs.target_options,
@@ -165,12 +165,16 @@ def _internal(
 
 
 def _percentile(values: list[int], share: float) -> int:
+    """Nearest rank: the smallest value with at least `share` of them at or below it."""
     ordered = sorted(values)
-    return ordered[max(int(share * len(ordered) + 0.999999) - 1, 0)] if ordered else 0
+    return ordered[max(math.ceil(share * len(ordered)) - 1, 0)] if ordered else 0
 
 
 def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
     started = time.monotonic()
+    if not inputs.windows:  # no topic selected (yet): nothing on the target to answer for
+        log.info("no selected topics: nothing to audit")
+        return AuditReport(mirror=inputs.mirror, time=datetime.now(UTC), seconds=0, result="Passed")
     windows = [w for w in inputs.windows if w.end > w.start]
     log.info("auditing %d partitions of %d topics", len(windows), len({w.topic for w in windows}))
     keys = ["topic", "partition", "offset"]

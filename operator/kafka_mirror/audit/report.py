@@ -61,18 +61,18 @@ class AuditReport(ReportModel):
     time: datetime
     seconds: float
     result: Literal["Passed", "Failed"]
-    partitions_checked: int
-    records_checked: int
-    missing: int
-    duplicates: int
-    offset_syncs_checked: int
-    bad_offset_syncs: int
-    checkpoints_checked: int
-    unsafe_checkpoints: int
-    reread: Distances
-    findings: list[PartitionFinding]
-    bad_syncs: list[BadOffsetSync]
-    unsafe: list[UnsafeCheckpoint]
+    partitions_checked: int = 0
+    records_checked: int = 0
+    missing: int = 0
+    duplicates: int = 0
+    offset_syncs_checked: int = 0
+    bad_offset_syncs: int = 0
+    checkpoints_checked: int = 0
+    unsafe_checkpoints: int = 0
+    reread: Distances = Distances()
+    findings: list[PartitionFinding] = []
+    bad_syncs: list[BadOffsetSync] = []
+    unsafe: list[UnsafeCheckpoint] = []
 
     def summary(self) -> AuditResult:
         problems = []
