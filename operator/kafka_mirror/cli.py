@@ -14,10 +14,14 @@ from kafka_mirror.render import DEFAULT_IMAGE
 
 def _crds(args: argparse.Namespace) -> None:
     from kafka_mirror.api.crdgen import write_crds
+    from kafka_mirror.api.reference import api_reference
 
     directories = [Path(d) for d in args.output] if args.output else DEFAULT_CRD_DIRS
     for path in write_crds(directories):
         print(f"wrote {path}")
+    if not args.output:
+        API_REFERENCE.write_text(api_reference())
+        print(f"wrote {API_REFERENCE}")
 
 
 def _dev(args: argparse.Namespace) -> None:
@@ -48,15 +52,20 @@ def _operator(args: argparse.Namespace) -> None:
     import logging
 
     from kafka_mirror.controller.handlers import OperatorOptions, run
+    from kafka_mirror.controller.metrics import OperatorMetrics
     from kafka_mirror.kube import api_client
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it too
+    metrics = OperatorMetrics()
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)
     options = OperatorOptions(
         api=api_client(Path(args.kubeconfig) if args.kubeconfig else None),
         worker_image=args.worker_image,
         status_interval=args.status_interval,
+        metrics=metrics,
     )
     run(options, [] if args.all_namespaces else args.namespace, args.liveness or None)
 
@@ -93,11 +102,12 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="kafka-mirror", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
 
-    crds = commands.add_parser("crds", help="generate the CRDs from the API models")
+    crds = commands.add_parser("crds", help="generate the CRDs and docs/api.md from the API models")
     crds.add_argument(
         "--output",
         action="append",
-        help="directory to write into (repeatable; default: crds/ and the Helm chart's crds/)",
+        help="directory to write the CRDs into (repeatable; default: crds/ and the Helm chart's "
+        "crds/, and then docs/api.md is rewritten too)",
     )
     crds.set_defaults(handler=_crds)
 
@@ -131,10 +141,19 @@ def parser() -> argparse.ArgumentParser:
         help="image of the worker pods when a mirror does not set one "
         "(default: $KAFKA_MIRROR_WORKER_IMAGE, else the operator's own image)",
     )
+    # Ports default from the environment too, so a local stand-in for the kubelet can move them.
     operator.add_argument(
         "--liveness",
-        default="http://0.0.0.0:8080/healthz",
-        help="liveness endpoint URL ('' to disable)",
+        default=f"http://0.0.0.0:{os.environ.get('KAFKA_MIRROR_HEALTH_PORT', '8080')}/healthz",
+        help="liveness endpoint URL ('' to disable; default port: $KAFKA_MIRROR_HEALTH_PORT, "
+        "else 8080)",
+    )
+    operator.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("KAFKA_MIRROR_METRICS_PORT", "9400")),
+        help="port of the Prometheus /metrics endpoint (0 to disable; default: "
+        "$KAFKA_MIRROR_METRICS_PORT, else 9400)",
     )
     operator.add_argument("--verbose", action="store_true", help="debug logging")
     operator.set_defaults(handler=_operator)
@@ -165,6 +184,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 DEFAULT_CRD_DIRS = [REPO_ROOT / "crds", REPO_ROOT / "charts" / "kafka-mirror-operator" / "crds"]
+API_REFERENCE = REPO_ROOT / "docs" / "api.md"
 
 
 def main(argv: list[str] | None = None) -> None:

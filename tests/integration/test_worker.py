@@ -63,7 +63,11 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
                 )
             ]
             print(f"----- {worker.name} metrics -----", *figures, sep="\n")
-            worker.stop()
+            try:
+                worker.stop()
+            except subprocess.TimeoutExpired:
+                print(f"----- {worker.name} did not stop within 30 s of SIGTERM -----")
+                worker.kill()
         print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
 
 

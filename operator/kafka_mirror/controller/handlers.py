@@ -19,6 +19,7 @@ from kafka_mirror.api.models import (
     MirrorTopicSelectionStatus,
 )
 from kafka_mirror.controller import reconcile
+from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, OnePerKey, Readers
 from kafka_mirror.controller.status import invalid_spec_status
 
@@ -30,6 +31,7 @@ class OperatorOptions:
     api: client.ApiClient
     worker_image: str
     status_interval: float
+    metrics: OperatorMetrics
 
 
 def _status_patch(patch: kopf.Patch, model: KafkaMirrorStatus | MirrorTopicSelectionStatus) -> None:
@@ -72,7 +74,8 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
 
     def converge(mirror: kopf.Body) -> None:
         key = f"{mirror.metadata.namespace}/{mirror.metadata.name}"
-        applied = converging.run(key, lambda: reconcile.converge_children(api, mirror, image))
+        with options.metrics.converge_seconds.time():
+            applied = converging.run(key, lambda: reconcile.converge_children(api, mirror, image))
         if applied:
             kopf.event(
                 mirror,
@@ -96,13 +99,16 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         error = reconcile.parse_spec_error(body)
         if error is not None:
             generation = body.metadata.get("generation", 0)
-            _status_patch(
-                patch, invalid_spec_status(previous, generation, error, datetime.now(UTC))
+            current = invalid_spec_status(previous, generation, error, datetime.now(UTC))
+            _status_patch(patch, current)
+            options.metrics.observe(
+                body.metadata.namespace or "", body.metadata.name or "", current
             )
             return
         converge(body)
         current, events = reconcile.observe_mirror(api, body, previous, readers, datetime.now(UTC))
         _status_patch(patch, current)
+        options.metrics.observe(body.metadata.namespace or "", body.metadata.name or "", current)
         for event in events:
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
 
@@ -111,6 +117,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         assert namespace is not None  # the CRD is namespaced
         reconcile.delete_children(api, namespace, name)
         readers.forget(f"{namespace}/{name}")
+        options.metrics.forget(namespace, name)
 
     def converge_mirror_of(namespace: str, mirror_name: str | None) -> None:
         mirror = reconcile.read_mirror(api, namespace, mirror_name) if mirror_name else None

@@ -7,8 +7,9 @@ materialised in a directory (mount paths in the arguments point there), `spec.re
 restarts of exited containers, a rollout when the template changes, readiness from the
 container's HTTP probe, and the Deployment's status.
 
-Local processes share one network namespace, so each pod's container port is mapped to a free
-local port, handed to the worker as KAFKA_MIRROR_METRICS_PORT (a pod would not need it).
+Local processes share one network namespace, so each named container port is mapped to a free
+local port, handed to the process as KAFKA_MIRROR_<NAME>_PORT (our commands read it; a pod
+would not need it), and probes on that port go to the local one.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from kafka_mirror.audit.spark import JARS_ENV
 from kafka_mirror.devstack.builds import spark_kafka_jars
 from kafka_mirror.devstack.processes import free_port
 
-PORT_ENV = "KAFKA_MIRROR_METRICS_PORT"
-
 
 class PodConfigError(Exception):
     """What the kubelet reports as CreateContainerConfigError (a missing Secret, say)."""
@@ -45,7 +44,7 @@ class LocalPod:
     name: str
     template_hash: str
     directory: Path
-    port: int
+    ports: dict[int | str, int] = field(default_factory=dict)  # container port → local
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     ready: bool = False
@@ -134,7 +133,7 @@ class LocalKubelet:
             pod_name = f"{name}-{template_hash[:10]}-{self._serial}"
             directory = self.workdir / pod_name
             directory.mkdir(parents=True, exist_ok=True)
-            pods.append(LocalPod(pod_name, template_hash, directory, free_port()))
+            pods.append(LocalPod(pod_name, template_hash, directory))
         spec = template["spec"]
         for pod in pods:
             self._run(pod, spec)
@@ -156,8 +155,9 @@ class LocalKubelet:
     def _start(self, pod: LocalPod, spec: dict[str, Any]) -> None:
         container = spec["containers"][0]
         env = self._environment(pod, container)
-        if spec.get("automountServiceAccountToken") and spec.get("serviceAccountName"):
-            env["KUBECONFIG"] = str(self._service_account(pod, spec["serviceAccountName"]))
+        if spec.get("automountServiceAccountToken", True):  # Kubernetes' default is to mount
+            account = spec.get("serviceAccountName", "default")
+            env["KUBECONFIG"] = str(self._service_account(pod, account))
         command = [self._mapped(pod, container, a) for a in container.get("command", [])]
         args = [self._mapped(pod, container, a) for a in container.get("args", [])]
         with (pod.directory / "container.log").open("ab") as log:
@@ -174,9 +174,7 @@ class LocalKubelet:
             "template"
         ]
         self._serial += 1
-        pod = LocalPod(
-            f"{cronjob}-{self._serial}", "", self.workdir / f"{cronjob}-{self._serial}", free_port()
-        )
+        pod = LocalPod(f"{cronjob}-{self._serial}", "", self.workdir / f"{cronjob}-{self._serial}")
         pod.directory.mkdir(parents=True, exist_ok=True)
         self._materialise_volumes(pod, template["spec"].get("volumes", []))
         self._start(pod, template["spec"])
@@ -291,7 +289,12 @@ class LocalKubelet:
             elif "fieldRef" in source:
                 path = source["fieldRef"]["fieldPath"]
                 env[item["name"]] = {"metadata.name": pod.name}.get(path, self.namespace)
-        env[PORT_ENV] = str(pod.port)
+        for port in container.get("ports", []):
+            local = pod.ports.get(port["containerPort"]) or free_port()
+            pod.ports[port["containerPort"]] = local
+            if "name" in port:
+                pod.ports[port["name"]] = local
+                env[f"KAFKA_MIRROR_{port['name'].upper()}_PORT"] = str(local)
         return env
 
     def _materialise_volumes(self, pod: LocalPod, volumes: list[dict[str, Any]]) -> None:
@@ -324,9 +327,14 @@ class LocalKubelet:
     def _probe(self, pod: LocalPod, probe: dict[str, Any] | None) -> bool:
         if probe is None:
             return True
-        path = probe.get("httpGet", {}).get("path", "/")
+        http = probe.get("httpGet", {})
+        port = pod.ports.get(http.get("port", ""))
+        if port is None:
+            return False  # a port the container does not declare
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{pod.port}{path}", timeout=2):
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{port}{http.get('path', '/')}", timeout=2
+            ):
                 return True
         except OSError:
             return False

@@ -18,6 +18,7 @@ class OperatorProcess(ChildProcess):
         self.kubeconfig, self.namespace = kubeconfig, namespace
         self.status_interval = status_interval
         self.port = free_port()
+        self.metrics_port = free_port()
         super().__init__(workdir / "operator.log")
 
     def start(self) -> OperatorProcess:
@@ -26,6 +27,7 @@ class OperatorProcess(ChildProcess):
             *("--kubeconfig", str(self.kubeconfig), "--namespace", self.namespace),
             *("--status-interval", str(self.status_interval)),
             *("--liveness", f"http://127.0.0.1:{self.port}/healthz"),
+            *("--metrics-port", str(self.metrics_port)),
         ]
         self.spawn(command)
         deadline = time.monotonic() + 60
