@@ -92,6 +92,16 @@ def _audit(args: argparse.Namespace) -> None:
     )
 
 
+def _smoke(args: argparse.Namespace) -> None:
+    from kafka_mirror import smoke
+    from kafka_mirror.kube import api_client
+
+    clusters = smoke.Clusters(args.source_bootstrap, args.target_bootstrap, args.source_alias)
+    with api_client(Path(args.kubeconfig) if args.kubeconfig else None) as api:
+        ok = smoke.run(api, args.namespace, args.mirror, clusters, sys.stdout, args.timeout)
+    sys.exit(0 if ok else 1)
+
+
 def _worker(args: argparse.Namespace) -> None:
     from kafka_mirror.worker.main import main as worker_main
 
@@ -177,6 +187,20 @@ def parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="mirror topics: the process in each worker pod")
     worker.add_argument("--config", required=True, help="the worker's YAML configuration file")
     worker.set_defaults(handler=_worker)
+
+    smoke = commands.add_parser(
+        "smoke",
+        help="after installing: produce the sample traffic on A and check it all reaches B "
+        "(the example mirror and selection must be applied)",
+    )
+    smoke.add_argument("--namespace", required=True, help="namespace of the mirror")
+    smoke.add_argument("--mirror", default="a-to-b", help="the KafkaMirror (default a-to-b)")
+    smoke.add_argument("--source-bootstrap", required=True, help="bootstrap servers of A")
+    smoke.add_argument("--target-bootstrap", required=True, help="bootstrap servers of B")
+    smoke.add_argument("--source-alias", default="A", help="alias of the source (default A)")
+    smoke.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")
+    smoke.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
+    smoke.set_defaults(handler=_smoke)
 
     demo = commands.add_parser("demo", help="the main job on the embedded dev stack")
     demo.set_defaults(handler=_demo)

@@ -8,33 +8,24 @@ status as `kubectl` would once it is Ready with no lag, and runs the audit CronJ
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-from kubernetes import client
 from kubernetes.client import ApiClient
 
-from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
+from kafka_mirror import smoke
+from kafka_mirror.api.models import API_VERSION
 from kafka_mirror.devstack import stack
 from kafka_mirror.devstack.builds import REPO_ROOT
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds, table
+from kafka_mirror.smoke import read_mirror
 
 NAMESPACE = "kafka-mirror-demo"
+MIRROR = "a-to-b"  # the example's name
 EXAMPLES = REPO_ROOT / "examples"
-# The example selection takes accounting.* but not *.scratch; hr.* is not selected at all.
-SAMPLE_TOPICS = {
-    "accounting.invoices": 3,
-    "accounting.payments": 3,
-    "accounting.tmp.scratch": 1,
-    "hr.salaries": 1,
-}
-SAMPLE_RECORDS = 2_000
 
 
 def example_objects(kafka_a: str, kafka_b: str, namespace: str) -> list[dict[str, Any]]:
@@ -48,56 +39,6 @@ def example_objects(kafka_a: str, kafka_b: str, namespace: str) -> list[dict[str
     return [mirror, selection]
 
 
-def produce_sample_traffic(kafka_a: str, out: TextIO) -> None:
-    admin = AdminClient({"bootstrap.servers": kafka_a})
-    existing = admin.list_topics(timeout=10).topics
-    new = [NewTopic(t, n) for t, n in SAMPLE_TOPICS.items() if t not in existing]
-    for future in admin.create_topics(new).values() if new else []:
-        future.result()
-    producer = Producer({"bootstrap.servers": kafka_a, "linger.ms": 20})
-    for topic in SAMPLE_TOPICS:
-        for i in range(SAMPLE_RECORDS):
-            producer.produce(topic, key=f"key-{i}", value=f"{topic} record {i}")
-            producer.poll(0)
-    producer.flush(30)
-    print(f"produced {SAMPLE_RECORDS} records to each of {', '.join(SAMPLE_TOPICS)} on A", file=out)
-
-
-def _mirror(api: ApiClient, namespace: str) -> dict[str, Any]:
-    found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, "kafkamirrors", "a-to-b"
-    )
-    return dict(found)
-
-
-def _ready(mirror: dict[str, Any]) -> dict[str, Any]:
-    conditions = mirror.get("status", {}).get("conditions", [])
-    return next((c for c in conditions if c["type"] == "Ready"), {})
-
-
-def wait_until_mirrored(api: ApiClient, namespace: str, out: TextIO, timeout: float) -> bool:
-    """Wait for Ready, both selected topics active and no lag, printing what is awaited."""
-    deadline, shown = time.monotonic() + timeout, ""
-    while time.monotonic() < deadline:
-        mirror = _mirror(api, namespace)
-        status, ready = mirror.get("status", {}), _ready(mirror)
-        line = (
-            f"  Ready={ready.get('status', '-')} ({ready.get('reason', 'no status yet')}), "
-            f"active topics {status.get('activeTopicCount', 0)}, lag {status.get('totalLag', '-')}"
-        )
-        if line != shown:
-            print(line, file=out, flush=True)
-            shown = line
-        if (
-            ready.get("status") == "True"
-            and status.get("activeTopicCount") == 2
-            and status.get("totalLag") == 0
-        ):
-            return True
-        time.sleep(1)
-    return False
-
-
 def show_status(api: ApiClient, namespace: str, out: TextIO) -> None:
     for kind, plural in (
         ("KafkaMirror", "kafkamirrors"),
@@ -105,7 +46,7 @@ def show_status(api: ApiClient, namespace: str, out: TextIO) -> None:
     ):
         print(f"\n$ kubectl get {plural} -n {namespace}", file=out)
         print(table(api, API_VERSION, kind, namespace), file=out)
-    status = _mirror(api, namespace).get("status", {})
+    status = read_mirror(api, namespace, MIRROR).get("status", {})
     shown = {
         "conditions": [
             {k: c[k] for k in ("type", "status", "reason", "message")}
@@ -122,7 +63,7 @@ def run_audit(api: ApiClient, kubelet: LocalKubelet, namespace: str, out: TextIO
     """One run of the mirror's audit CronJob, and its summary as the status shows it."""
     print("\nrunning the audit once (CronJob a-to-b-audit, PySpark in local mode)…", file=out)
     job = kubelet.run_job("a-to-b-audit")
-    audit = _mirror(api, namespace).get("status", {}).get("lastAudit", {})
+    audit = read_mirror(api, namespace, MIRROR).get("status", {}).get("lastAudit", {})
     command = f"kubectl get kafkamirror a-to-b -n {namespace} -o jsonpath='{{.status.lastAudit}}'"
     print(f"$ {command}", file=out)
     print(yaml.safe_dump({"lastAudit": audit}, sort_keys=False), file=out)
@@ -152,12 +93,12 @@ def run_demo(
         for body in example_objects(kafka_a, kafka_b, namespace):
             apply(api, body)
             print(f"applied {body['kind']} {namespace}/{body['metadata']['name']}", file=out)
-        produce_sample_traffic(kafka_a, out)
-        print("waiting for the mirror to catch up:", file=out, flush=True)
-        caught_up = wait_until_mirrored(api, namespace, out, timeout)
+        caught_up = smoke.run(
+            api, namespace, MIRROR, smoke.Clusters(kafka_a, kafka_b), out, timeout
+        )
         show_status(api, namespace, out)
         if not caught_up:
-            print(f"the mirror did not catch up in {timeout:.0f}s; see {workdir}", file=out)
+            print(f"see the operator's and the pods' logs in {workdir}", file=out)
             return False
         return run_audit(api, kubelet, namespace, out)
     finally:
