@@ -64,6 +64,9 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
             prefix=GROUP, key="last-handled-configuration"
         )
+        # Serve the namespaces given and the CRDs present at start-up: watching namespaces and
+        # CRDs for changes would need cluster-wide read access the operator has no other use for.
+        settings.scanning.disabled = True
         settings.posting.level = logging.WARNING  # events for problems, not every handler run
         settings.execution.max_workers = 32  # Kafka reads block a thread each
         settings.networking.request_timeout = 60
