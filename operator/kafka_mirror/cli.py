@@ -30,6 +30,16 @@ def _dev(args: argparse.Namespace) -> None:
     if args.action == "build":
         builds.ensure_all()
         return
+    if args.action == "manifests":
+        import tempfile
+
+        from kafka_mirror.devstack import manifests
+
+        with tempfile.TemporaryDirectory() as home:
+            text = manifests.render_install_manifest(builds.HELM.ensure(), Path(home))
+        manifests.INSTALL_MANIFEST.write_text(text)
+        print(f"wrote {manifests.INSTALL_MANIFEST}")
+        return
     if args.action == "down":
         stack.down()
         print("dev stack stopped")
@@ -124,9 +134,10 @@ def parser() -> argparse.ArgumentParser:
     dev = commands.add_parser("dev", help="the local stack: Kafka A and B, kube-apiserver, Helm")
     dev.add_argument(
         "action",
-        choices=["up", "down", "env", "build"],
+        choices=["up", "down", "env", "build", "manifests"],
         help="up: start (idempotent) and print exports; env: print exports; down: stop; "
-        "build: only install the parts into the cache",
+        "build: only install the parts into the cache; manifests: render deploy/base/install.yaml "
+        "from the Helm chart",
     )
     dev.set_defaults(handler=_dev)
 
@@ -207,7 +218,11 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-DEFAULT_CRD_DIRS = [REPO_ROOT / "crds", REPO_ROOT / "charts" / "kafka-mirror-operator" / "crds"]
+DEFAULT_CRD_DIRS = [
+    REPO_ROOT / "crds",
+    REPO_ROOT / "charts" / "kafka-mirror-operator" / "crds",
+    REPO_ROOT / "deploy" / "base" / "crds",  # the kustomize base may only use files below it
+]
 API_REFERENCE = REPO_ROOT / "docs" / "api.md"
 
 
