@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 
 from kafka_mirror import smoke
@@ -19,6 +21,7 @@ from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.kube import api_client, apply
 from tests.helpers.kubectl import kubectl as run_kubectl
+from tests.helpers.metrics import exported_metric_names, metric_names_in
 from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.helm
@@ -187,3 +190,76 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
         ("*", "*", "-n", namespace),
     ):
         assert not allowed(*request), request
+
+
+def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
+    helm: Path, tmp_path: Path
+) -> None:
+    rendered = run_helm(
+        helm,
+        tmp_path,
+        *("template", RELEASE, str(CHART), "--set", "prometheusRule.enabled=true"),
+        *("--show-only", "templates/prometheusrule.yaml"),
+    )
+    rules = yaml.safe_load(rendered)["spec"]["groups"][0]["rules"]
+    alerts = {rule["alert"]: rule for rule in rules}
+    assert {
+        "KafkaMirrorLagGrowing",
+        "KafkaMirrorLatencyOverRPO",
+        "KafkaMirrorAuditFailed",
+        "KafkaMirrorWorkersNotReady",
+    } <= alerts.keys()
+    exported = exported_metric_names()
+    for name, rule in alerts.items():
+        used = metric_names_in(rule["expr"])
+        assert used, f"{name} uses none of our metrics"
+        assert used <= exported, f"{name} uses metrics nobody exports: {used - exported}"
+        # Prometheus, not Helm, fills in $labels: the template must leave them intact.
+        assert "{{ $labels.mirror }}" in rule["annotations"]["summary"], name
+    assert "kafka_mirror_max_latency_seconds > 300" in alerts["KafkaMirrorLatencyOverRPO"]["expr"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        "watch.allNamespaces=true",
+        "watch.namespaces={team-a,team-b}",
+        "metrics.serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true",
+    ],
+)
+def test_the_chart_lints_and_renders_with_its_options(
+    helm: Path, tmp_path: Path, values: str
+) -> None:
+    run_helm(helm, tmp_path, "lint", "--strict", str(CHART), "--set", values)
+    docs = [
+        d
+        for d in yaml.safe_load_all(
+            run_helm(helm, tmp_path, "template", RELEASE, str(CHART), "--set", values)
+        )
+        if d
+    ]
+    kinds = [d["kind"] for d in docs]
+    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
+    if "allNamespaces" in values:
+        assert "ClusterRole" in kinds and "Role" not in kinds and "--all-namespaces" in args
+    elif "team-a" in values:
+        roles = [d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"]
+        assert roles == ["team-a", "team-b"]
+        assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    else:
+        assert kinds.count("ServiceMonitor") == 2 and "PrometheusRule" in kinds
+        dashboard = next(d for d in docs if d["kind"] == "ConfigMap")
+        assert json.loads(dashboard["data"]["kafka-mirror.json"])["uid"] == "kafka-mirror"
+
+
+def test_the_values_schema_refuses_a_misspelt_value(helm: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(helm), "lint", str(CHART), "--set", "watch.allNamespace=true"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HELM_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert result.returncode != 0
+    assert "allNamespace" in result.stdout + result.stderr
