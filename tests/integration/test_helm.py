@@ -15,7 +15,7 @@ from kubernetes import client
 
 from kafka_mirror import smoke
 from kafka_mirror.demo import example_objects
-from kafka_mirror.devstack.builds import REPO_ROOT
+from kafka_mirror.devstack.builds import REPO_ROOT, prometheus_operator_crds
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
@@ -77,6 +77,38 @@ def test_chart_installs_the_crds(helm: Path, bare_apiserver: KubeApiServer, tmp_
         crds = client.ApiextensionsV1Api(api).list_custom_resource_definition().items
     names = {crd.metadata.name for crd in crds}
     assert {"kafkamirrors.kafkamirror.io", "mirrortopicselections.kafkamirror.io"} <= names
+
+
+def test_the_monitoring_objects_pass_the_prometheus_operators_schemas(
+    helm: Path, kubectl: Path, bare_apiserver: KubeApiServer, tmp_path: Path
+) -> None:
+    kubeconfig = bare_apiserver.kubeconfig
+    crds = prometheus_operator_crds()
+    for kind in ("servicemonitors", "prometheusrules"):
+        path = crds / f"monitoring.coreos.com_{kind}.yaml"
+        run_kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(path))
+    run_kubectl(kubectl, kubeconfig, "wait", "--for=condition=Established", "crd", "--all")
+    run_helm(
+        helm,
+        tmp_path,
+        *("install", "monitored", str(CHART), "--namespace", "monitoring", "--create-namespace"),
+        *("--set", "metrics.serviceMonitor.enabled=true,prometheusRule.enabled=true"),
+        *("--set", "grafanaDashboard.enabled=true"),
+        kubeconfig=kubeconfig,
+    )
+    listed = run_kubectl(
+        kubectl,
+        kubeconfig,
+        "get",
+        "servicemonitors,prometheusrules,configmaps",
+        "-n",
+        "monitoring",
+        "-o",
+        "name",
+    ).stdout.split()
+    assert "servicemonitor.monitoring.coreos.com/monitored-kafka-mirror-operator-workers" in listed
+    assert "prometheusrule.monitoring.coreos.com/monitored-kafka-mirror-operator" in listed
+    assert "configmap/monitored-kafka-mirror-operator-dashboard" in listed
 
 
 # --- the chart's operator, end to end ---------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -177,6 +178,29 @@ KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
 
 
+PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator"
+
+
+def prometheus_operator_crds() -> Path:
+    """The Prometheus Operator's CRD files (ServiceMonitor, PrometheusRule, ...) of the release
+    `dev/go/prometheus-operator-crds` pins, from the Go module proxy (checked against its go.sum;
+    a download, no build)."""
+    go = require("go")
+    module_dir = DEV_DIR / "go" / "prometheus-operator-crds"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
+    found = subprocess.run(
+        [go, "mod", "download", "-json", PROMETHEUS_OPERATOR],
+        cwd=module_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    info = json.loads(found.stdout or "{}")
+    if found.returncode != 0 or "Dir" not in info:
+        raise RuntimeError(f"could not download {PROMETHEUS_OPERATOR}: {info.get('Error')}")
+    return Path(info["Dir"]) / "example" / "prometheus-operator-crd"
+
+
 def maven_libs(name: str, what: str) -> Path:
     """A directory of the jars `dev/maven/<name>/pom.xml` names, resolved by Maven once."""
     pom = DEV_DIR / "maven" / name / "pom.xml"
@@ -227,3 +251,4 @@ def ensure_all() -> None:
     spark_kafka_jars()
     for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM):
         tool.ensure()
+    prometheus_operator_crds()
