@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint crds dev-up dev-down build clean
+.PHONY: demo test unit lint crds dev-up dev-down build clean kind-e2e
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: set PYTHON=python3.11")'
@@ -43,6 +43,11 @@ dev-up: $(STAMP)
 
 dev-down: $(STAMP)
 	$(BIN)/kafka-mirror dev down
+
+## The end-to-end test on kind: image, Kafka, chart, examples, smoke Job (needs Docker, kind,
+## kubectl, Helm; not the venv). KEEP_CLUSTER=1 keeps the cluster.
+kind-e2e:
+	bash dev/kind/e2e.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

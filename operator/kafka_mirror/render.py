@@ -28,6 +28,8 @@ DEFAULT_IMAGE = f"ghcr.io/kafka-mirror/kafka-mirror-operator:{version('kafka-mir
 CONFIG_DIR = "/etc/kafka-mirror"
 CONFIG_FILE = "worker.yaml"
 METRICS_PORT = 9400
+IMAGE_USER = 10001  # the Dockerfile's user (uid and gid)
+AUDIT_SCRATCH = "4Gi"  # the audit pod's /tmp
 MIRROR_LABEL = "kafkamirror.io/mirror"
 CONFIG_CHECKSUM_ANNOTATION = "kafkamirror.io/config-checksum"
 # Kubernetes' limits: label values 63 characters; CronJob names 52 (its Jobs append 11).
@@ -236,8 +238,8 @@ def _pod_spec(
         "automountServiceAccountToken": False,  # the workers never call the Kubernetes API
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": 65532,
-            "runAsGroup": 65532,
+            "runAsUser": IMAGE_USER,  # the image's user: Java and Spark need it named
+            "runAsGroup": IMAGE_USER,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
@@ -336,6 +338,11 @@ def build_audit_cronjob(
     pod["restartPolicy"] = "Never"
     pod["serviceAccountName"] = audit_account_name(name)
     pod["automountServiceAccountToken"] = True  # to write status.lastAudit
+    # Spark spills shuffle blocks under /tmp (spark.local.dir): room for a large window.
+    pod["volumes"] = [
+        {**v, "emptyDir": {"sizeLimit": AUDIT_SCRATCH}} if v["name"] == "tmp" else v
+        for v in pod["volumes"]
+    ]
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",

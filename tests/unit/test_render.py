@@ -443,7 +443,9 @@ def test_audit_pods_read_the_same_config_and_credentials_as_the_workers() -> Non
     worker_pod = deployment(spec)["spec"]["template"]["spec"]
     audit_pod = audit_cronjob(spec)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert only_container(audit_pod)["env"] == only_container(worker_pod)["env"]
-    assert audit_pod["volumes"] == worker_pod["volumes"]
+    volumes = {v["name"]: v for v in audit_pod["volumes"]}
+    assert volumes["config"] == next(v for v in worker_pod["volumes"] if v["name"] == "config")
+    assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}}  # Spark's spills
     assert only_container(audit_pod)["securityContext"]["readOnlyRootFilesystem"] is True
 
 

@@ -176,6 +176,8 @@ KUBE_APISERVER = GoTool(
 )
 KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
+# Lints the kind e2e's GitHub workflow (which cannot run here).
+ACTIONLINT = GoTool("actionlint", "github.com/rhysd/actionlint/cmd/actionlint")
 
 
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator"
@@ -249,6 +251,6 @@ def ensure_all() -> None:
     """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
     kafka_libs()
     spark_kafka_jars()
-    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM):
+    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT):
         tool.ensure()
     prometheus_operator_crds()

@@ -1,0 +1,66 @@
+# The project's one image: the operator, the mirroring workers, the PySpark audit and the smoke
+# check are all `kafka-mirror <command>` (the chart, the worker Deployments and the audit CronJob
+# set `command: ["kafka-mirror"]`). Build from the repository root:
+#   docker build -t kafka-mirror-operator:dev .
+
+# Stage 1: Spark's Kafka source and the jars it needs beyond PySpark's own, resolved from the
+# same pom and Maven settings as the dev stack (kafka_mirror.devstack.builds.maven_libs), so the
+# image audits with the jars the tests use.
+FROM maven:3.9-eclipse-temurin-17 AS spark-jars
+WORKDIR /build
+COPY dev/maven/settings.xml dev/maven/settings.xml
+COPY dev/maven/spark-kafka/pom.xml dev/maven/spark-kafka/pom.xml
+RUN mvn -B -q -f dev/maven/spark-kafka/pom.xml --global-settings dev/maven/settings.xml \
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars
+
+# Stage 2: the runtime.
+FROM python:3.11-slim-bookworm
+
+# Keep in step with pyproject.toml's version (tests/unit/test_shipping_lint.py checks it).
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="kafka-mirror-operator" \
+      org.opencontainers.image.description="Kubernetes operator for Kafka topic mirroring, compatible with MirrorMaker 2" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm"
+
+# PySpark (the audit) needs a Java 17 runtime. Debian's security updates replace package
+# versions, so pinning one would break the build (DL3008). The slim image lacks the man
+# directory the JRE's postinst links into. /usr/lib/jvm/java-17 names the JRE on every
+# architecture (the package's own directory ends in -amd64, -arm64, ...).
+# hadolint ignore=DL3008
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /usr/lib/jvm/java-17
+
+# The uid every pod runs as (the chart's operator, and the workers and audits the operator
+# starts: kafka_mirror.render.IMAGE_USER) needs a name: Java takes user.home from /etc/passwd
+# (not $HOME), and Hadoop's login inside Spark fails ("invalid null input: name") for a
+# nameless uid. Home /tmp: the pods' only writable place (read-only root, /tmp an emptyDir).
+RUN groupadd --gid 10001 kafka-mirror \
+    && useradd --uid 10001 --gid 10001 --no-log-init --no-create-home --home-dir /tmp \
+        --shell /usr/sbin/nologin kafka-mirror
+
+ENV JAVA_HOME=/usr/lib/jvm/java-17 \
+    KAFKA_MIRROR_SPARK_JARS=/opt/kafka-mirror/spark-jars \
+    HOME=/tmp \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+COPY --from=spark-jars /jars/ /opt/kafka-mirror/spark-jars/
+
+# What the build needs: pyproject.toml, its readme, and the package under operator/.
+COPY pyproject.toml README.md /tmp/build/
+COPY operator/ /tmp/build/operator/
+RUN pip install --no-cache-dir /tmp/build \
+    && rm -rf /tmp/build
+
+# Numeric, so the kubelet can verify runAsNonRoot.
+USER 10001:10001
+WORKDIR /tmp
+ENTRYPOINT ["kafka-mirror"]
+CMD ["--help"]
