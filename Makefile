@@ -31,7 +31,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/mypy
 
-## Install Kafka, etcd, kube-apiserver, kubectl and Helm into the cache (first run: ~21 minutes).
+## Install Kafka, Spark's Kafka jars, etcd, kube-apiserver, kubectl, Helm and actionlint into the
+## cache (first run: ~21 minutes).
 build: $(STAMP)
 	$(BIN)/kafka-mirror dev build
 
