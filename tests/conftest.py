@@ -45,6 +45,16 @@ def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApi
     server.remove()
 
 
+@pytest.fixture(scope="module")
+def bare_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
+    """A real kube-apiserver with nothing installed, for the tests of install paths (Helm,
+    kubectl, kustomize) that bring the CRDs themselves."""
+    server = KubeApiServer(tmp_path_factory.mktemp("kube-bare"))
+    server.start()
+    yield server
+    server.remove()
+
+
 @pytest.fixture(scope="session")
 def kube_api(kube_apiserver: KubeApiServer) -> Iterator[client.ApiClient]:
     """An admin client of the real API server, with the project's CRDs installed."""

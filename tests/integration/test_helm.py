@@ -6,7 +6,6 @@ import io
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,6 @@ from tests.helpers.worker import wait_for
 pytestmark = pytest.mark.helm
 
 CHART = REPO_ROOT / "charts" / "kafka-mirror-operator"
-
-
-@pytest.fixture(scope="module")
-def bare_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
-    """An API server without the CRDs, so that Helm is the one installing them."""
-    server = KubeApiServer(tmp_path_factory.mktemp("kube-bare"))
-    server.start()
-    yield server
-    server.remove()
 
 
 def run_helm(helm: Path, home: Path, *args: str, kubeconfig: Path | None = None) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,6 @@ from tests.helpers.kubectl import kubectl as run_kubectl
 pytestmark = pytest.mark.kube
 
 EXAMPLES = sorted((REPO_ROOT / "examples").rglob("*.yaml"))
-
-
-@pytest.fixture(scope="module")
-def bare_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
-    """An API server with nothing installed: the install paths bring the CRDs themselves."""
-    server = KubeApiServer(tmp_path_factory.mktemp("kube-manifests"))
-    server.start()
-    yield server
-    server.remove()
 
 
 @pytest.mark.helm
