@@ -21,7 +21,7 @@ from kafka_mirror.api.models import (
 from kafka_mirror.controller import reconcile
 from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, OnePerKey, Readers
-from kafka_mirror.controller.status import invalid_spec_status
+from kafka_mirror.controller.status import Event, invalid_spec_status
 
 FINALIZER = f"{GROUP}/finalizer"
 
@@ -100,16 +100,15 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def mirror_status(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
         previous = KafkaMirrorStatus.model_validate(dict(status))
         error = reconcile.parse_spec_error(body)
+        events: list[Event] = []
         if error is not None:
             generation = body.metadata.get("generation", 0)
             current = invalid_spec_status(previous, generation, error, datetime.now(UTC))
-            _status_patch(patch, current)
-            options.metrics.observe(
-                body.metadata.namespace or "", body.metadata.name or "", current
+        else:
+            converge(body)
+            current, events = reconcile.observe_mirror(
+                api, body, previous, readers, datetime.now(UTC)
             )
-            return
-        converge(body)
-        current, events = reconcile.observe_mirror(api, body, previous, readers, datetime.now(UTC))
         _status_patch(patch, current)
         options.metrics.observe(body.metadata.namespace or "", body.metadata.name or "", current)
         for event in events:
