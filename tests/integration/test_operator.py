@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -199,6 +200,14 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
     for child in ("a-to-b-metrics",):
         assert exists(core.read_namespaced_service, child, namespace)
     assert exists(client.BatchV1Api(kube_api).read_namespaced_cron_job, "a-to-b-audit", namespace)
+
+    # What Prometheus scrapes from the operator says the same as the status.
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics") as response:
+        scraped = response.read().decode()
+    labels = f'mirror="a-to-b",namespace="{namespace}"'
+    assert f"kafka_mirror_ready{{{labels}}} 1.0" in scraped
+    assert f"kafka_mirror_workers_ready{{{labels}}} 2.0" in scraped
+    assert f"kafka_mirror_active_topics{{{labels}}} 2.0" in scraped
 
 
 # --- changing, scaling, pausing, deleting ------------------------------------------------------
