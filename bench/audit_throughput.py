@@ -20,23 +20,25 @@ Prints progress while it runs and a JSON summary, written to bench/results/audit
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from common import preload, start_worker, two_clusters, worker_config
+from common import (
+    RESULTS,
+    preload,
+    start_worker,
+    stop,
+    summary_header,
+    two_clusters,
+    worker_config,
+    write_summary,
+)
 
 from kafka_mirror.audit.checks import run_checks, source_records, target_records
 from kafka_mirror.audit.main import audit_inputs
 from kafka_mirror.audit.spark import session
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.worker.config import WorkerConfig
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
@@ -53,7 +55,7 @@ def main() -> None:
         try:
             topic = "audited"
             preload(a, topic, args.records, args.size, args.partitions)
-            raw = worker_config(a, b, "bench/audit", topic)
+            raw = worker_config(a, b, "bench/audit", [topic])
             config = WorkerConfig.model_validate(raw)
             print("mirroring with one worker until it has committed every record…", flush=True)
             started = time.monotonic()
@@ -70,8 +72,7 @@ def main() -> None:
                 if worker.poll() is not None:
                     raise SystemExit(f"the worker exited; see {workdir / 'worker.log'}")
             reader.close()
-            worker.terminate()
-            worker.wait(60)
+            stop(worker, 60)
 
             inputs = audit_inputs(config)
             spark = session(args.master, {})
@@ -88,9 +89,10 @@ def main() -> None:
             finally:
                 spark.stop()
             summary = {
-                "what": "kafka-mirror audit (PySpark, local mode) vs Spark reading the records",
-                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                **summary_header(
+                    "kafka-mirror audit (PySpark, local mode) vs Spark reading the records",
+                    "audit_throughput.py",
+                ),
                 "spark_master": args.master,
                 "records": args.records,
                 "record_size_bytes": args.size,
@@ -103,15 +105,10 @@ def main() -> None:
                 "audit_seconds": round(audit_seconds, 1),
                 "records_audited_per_second": round(report.records_checked / audit_seconds),
                 "audit_over_read": round(audit_seconds / read_seconds, 2),
-                "command": "python bench/audit_throughput.py " + " ".join(sys.argv[1:]),
             }
-            print(json.dumps(summary, indent=2))
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(json.dumps(summary, indent=2) + "\n")
+            write_summary(summary, args.output)
         finally:
-            if worker is not None and worker.poll() is None:
-                worker.terminate()
-                worker.wait(30)
+            stop(worker)
 
 
 if __name__ == "__main__":

@@ -1,64 +1,159 @@
-"""What the benchmarks share: Kafka's own producer tool to preload a topic, and a worker run
-exactly as a pod runs it."""
+"""What the benchmarks share: Kafka's own perf tools, a worker run exactly as a pod runs it, the
+mirror processes' CPU and memory, and the summary every benchmark writes."""
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from kafka_mirror.devstack.processes import free_port
 
+RESULTS = Path(__file__).parent / "results"
 
-def preload(cluster: KafkaCluster, topic: str, records: int, size: int, partitions: int) -> None:
-    """`records` records of `size` bytes on a new topic, written by Kafka's ProducerPerformance."""
+
+def create_topic(cluster: KafkaCluster, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
-    print(f"preloading {records:,} records of {size} B on {cluster.alias}…", flush=True)
-    subprocess.run(
+
+
+def produce_perf(
+    cluster: KafkaCluster, topic: str, records: int, size: int, rate: int = -1
+) -> subprocess.Popen[str]:
+    """Kafka's ProducerPerformance writing `records` records of `size` bytes (at `rate`/s, or as
+    fast as it can); its output is read by `perf_rate`."""
+    return subprocess.Popen(
         java_command(
             kafka_libs(),
             "org.apache.kafka.tools.ProducerPerformance",
             *("--topic", topic, "--num-records", str(records), "--record-size", str(size)),
-            *("--throughput", "-1", "--producer-props"),
+            *("--throughput", str(rate), "--producer-props"),
             f"bootstrap.servers={cluster.bootstrap_servers}",
             "acks=1",
-            "linger.ms=10",
-            "batch.size=262144",
+            *(("linger.ms=10", "batch.size=262144") if rate < 0 else ("linger.ms=0",)),
         ),
-        check=True,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
 
 
-def worker_config(a: KafkaCluster, b: KafkaCluster, mirror: str, topic: str) -> dict[str, Any]:
+def perf_rate(process: subprocess.Popen[str]) -> float:
+    """Records/s from the last summary line of Kafka's ProducerPerformance."""
+    output, _ = process.communicate()
+    if process.returncode:
+        raise RuntimeError(f"ProducerPerformance failed:\n{output}")
+    rates = re.findall(r"([\d.]+) records/sec", output)
+    return float(rates[-1])
+
+
+def preload(cluster: KafkaCluster, topic: str, records: int, size: int, partitions: int) -> float:
+    """`records` records of `size` bytes on a new topic; returns ProducerPerformance's rate."""
+    create_topic(cluster, topic, partitions)
+    return perf_rate(produce_perf(cluster, topic, records, size))
+
+
+def end_offsets(bootstrap: str, partitions: Iterable[tuple[str, int]]) -> int:
+    """The sum of the partitions' end offsets (0 for partitions that do not exist yet)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}  # type: ignore[no-untyped-call]
+    total = 0
+    for future in admin.list_offsets(request, request_timeout=10).values():
+        with suppress(KafkaException):  # the remote topic is not there yet
+            total += future.result().offset
+    return total
+
+
+def worker_config(
+    a: KafkaCluster, b: KafkaCluster, mirror: str, includes: list[str], alias: str = "A"
+) -> dict[str, Any]:
     return {
         "mirror": mirror,
-        "source": {"alias": "A", "bootstrapServers": a.bootstrap_servers},
+        "source": {"alias": alias, "bootstrapServers": a.bootstrap_servers},
         "target": {"alias": "B", "bootstrapServers": b.bootstrap_servers},
-        "selections": [{"name": "bench", "includes": [topic]}],
+        "selections": [{"name": "bench", "includes": includes}],
         "metricsPort": free_port(),
     }
 
 
-def start_worker(config: dict[str, Any], workdir: Path) -> subprocess.Popen[bytes]:
-    """`python -m kafka_mirror worker --config FILE`, logging to workdir/worker.log."""
-    config_path = workdir / "worker.yaml"
+def start_worker(
+    config: dict[str, Any], workdir: Path, name: str = "worker"
+) -> subprocess.Popen[bytes]:
+    """`python -m kafka_mirror worker --config FILE`, logging to workdir/<name>.log."""
+    config_path = workdir / f"{name}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     return subprocess.Popen(
         [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(config_path)],
-        stdout=(workdir / "worker.log").open("wb"),
+        stdout=(workdir / f"{name}.log").open("wb"),
         stderr=subprocess.STDOUT,
     )
+
+
+def stop(process: subprocess.Popen[Any] | None, timeout: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's resident set high-water mark (VmHWM)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = re.search(r"model name\s*:\s*(.+)", cpuinfo)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{model.group(1) if model else platform.machine()}, {os.cpu_count()} cores, "
+        f"{memory:.0f} GiB, {platform.system()} {platform.release()}"
+    )
+
+
+def summary_header(what: str, script: str) -> dict[str, Any]:
+    return {
+        "what": what,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "command": f"python bench/{script} " + " ".join(sys.argv[1:]),
+    }
+
+
+def write_summary(summary: dict[str, Any], output: Path | None) -> None:
+    """Print the summary as JSON and write it to `output` when given."""
+    text = json.dumps(summary, indent=2) + "\n"
+    print(text, end="")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
 
 
 @contextmanager

@@ -13,29 +13,19 @@ Prints progress while it runs and a JSON summary at the end (also written with -
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from common import preload, start_worker, two_clusters, worker_config
-from confluent_kafka import Consumer, TopicPartition
-
-
-def total_on(bootstrap: str, topic: str, partitions: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
-    try:
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        )
-    except Exception:
-        return 0
-    finally:
-        consumer.close()
+from common import (
+    end_offsets,
+    preload,
+    start_worker,
+    stop,
+    summary_header,
+    two_clusters,
+    worker_config,
+    write_summary,
+)
 
 
 def main() -> None:
@@ -51,7 +41,8 @@ def main() -> None:
         try:
             topic = "bench"
             preload(a, topic, args.records, args.size, args.partitions)
-            config = worker_config(a, b, "bench/throughput", topic)
+            config = worker_config(a, b, "bench/throughput", [topic])
+            remote = [(f"{topic}.A", p) for p in range(args.partitions)]
             print("mirroring with one worker…", flush=True)
             started = time.monotonic()
             worker = start_worker(config, workdir)
@@ -59,7 +50,7 @@ def main() -> None:
             mirrored = 0
             while mirrored < args.records:
                 time.sleep(1)
-                mirrored = total_on(b.bootstrap_servers, f"{topic}.A", args.partitions)
+                mirrored = end_offsets(b.bootstrap_servers, remote)
                 if mirrored and first_seen is None:
                     first_seen = time.monotonic()
                 elapsed = time.monotonic() - started
@@ -70,9 +61,9 @@ def main() -> None:
             steady = finished - (first_seen or started)
             megabytes = args.records * args.size / 1e6
             summary = {
-                "what": "one kafka-mirror worker, A -> B on loopback",
-                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                **summary_header(
+                    "one kafka-mirror worker, A -> B on loopback", "worker_throughput.py"
+                ),
                 "records": args.records,
                 "record_size_bytes": args.size,
                 "partitions": args.partitions,
@@ -80,15 +71,10 @@ def main() -> None:
                 "seconds_mirroring": round(steady, 2),
                 "records_per_second": round(args.records / steady),
                 "megabytes_per_second": round(megabytes / steady, 1),
-                "command": "python bench/worker_throughput.py " + " ".join(sys.argv[1:]),
             }
-            print(json.dumps(summary, indent=2))
-            if args.output:
-                args.output.write_text(json.dumps(summary, indent=2) + "\n")
+            write_summary(summary, args.output)
         finally:
-            if worker is not None and worker.poll() is None:
-                worker.terminate()
-                worker.wait(30)
+            stop(worker)
 
 
 if __name__ == "__main__":
