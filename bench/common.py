@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,13 +69,20 @@ def preload(cluster: KafkaCluster, topic: str, records: int, size: int, partitio
     return perf_rate(produce_perf(cluster, topic, records, size))
 
 
-def end_offsets(bootstrap: str, partitions: Iterable[tuple[str, int]]) -> int:
+def end_offsets(admin: AdminClient, partitions: Iterable[tuple[str, int]]) -> int:
     """The sum of the partitions' end offsets (0 for partitions that do not exist yet)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}  # type: ignore[no-untyped-call]
+    # A fresh metadata read: the admin client's cache would not learn of new topics for minutes.
+    existing = admin.list_topics(timeout=10).topics
+    request = {
+        TopicPartition(t, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        for t, p in partitions
+        if t in existing
+    }
+    if not request:
+        return 0
     total = 0
     for future in admin.list_offsets(request, request_timeout=10).values():
-        with suppress(KafkaException):  # the remote topic is not there yet
+        with suppress(KafkaException):  # a partition just created may have no leader yet
             total += future.result().offset
     return total
 
@@ -166,6 +174,11 @@ def two_clusters() -> Iterator[tuple[Path, KafkaCluster, KafkaCluster]]:
         a.start()
         b.start()
         yield workdir, a, b
+    except BaseException:
+        print(f"the logs stay in {workdir}", flush=True)
+        raise
+    else:
+        shutil.rmtree(workdir)
     finally:
         a.remove()
         b.remove()

@@ -189,6 +189,7 @@ class Latency:
 class Bench:
     def __init__(self, a: KafkaCluster, b: KafkaCluster, mirrors: list[Mirror]) -> None:
         self.a, self.b, self.mirrors = a, b, mirrors
+        self.target_admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         self.runs = 0
 
     def next_alias(self) -> str:
@@ -208,7 +209,7 @@ class Bench:
             while mirrored < records:
                 time.sleep(0.25)
                 mirror.check_alive()
-                mirrored = end_offsets(self.b.bootstrap_servers, remote)
+                mirrored = end_offsets(self.target_admin, remote)
                 if mirrored and first is None:
                     first, cpu_at_first = time.monotonic(), mirror.cpu_seconds()
                 if time.monotonic() - started > 600:
@@ -281,9 +282,8 @@ class Bench:
         return result
 
     def wait_for_topic(self, mirror: Mirror, topic: str, timeout: float = 120) -> None:
-        admin = AdminClient({"bootstrap.servers": self.b.bootstrap_servers})
         deadline = time.monotonic() + timeout
-        while topic not in admin.list_topics(timeout=10).topics:
+        while topic not in self.target_admin.list_topics(timeout=10).topics:
             mirror.check_alive()
             if time.monotonic() > deadline:
                 raise SystemExit(f"{mirror.name} did not create {topic} in {timeout:.0f}s")
@@ -291,7 +291,7 @@ class Bench:
         time.sleep(3)  # let it assign the partitions and fetch before the clock starts
 
     def delete_remote_topics(self, alias: str) -> None:
-        admin = AdminClient({"bootstrap.servers": self.b.bootstrap_servers})
+        admin = self.target_admin
         topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{alias}.")]
         for future in admin.delete_topics(topics).values():
             future.result()

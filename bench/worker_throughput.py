@@ -26,6 +26,7 @@ from common import (
     worker_config,
     write_summary,
 )
+from confluent_kafka.admin import AdminClient
 
 
 def main() -> None:
@@ -43,6 +44,7 @@ def main() -> None:
             preload(a, topic, args.records, args.size, args.partitions)
             config = worker_config(a, b, "bench/throughput", [topic])
             remote = [(f"{topic}.A", p) for p in range(args.partitions)]
+            admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
             print("mirroring with one worker…", flush=True)
             started = time.monotonic()
             worker = start_worker(config, workdir)
@@ -50,7 +52,7 @@ def main() -> None:
             mirrored = 0
             while mirrored < args.records:
                 time.sleep(1)
-                mirrored = end_offsets(b.bootstrap_servers, remote)
+                mirrored = end_offsets(admin, remote)
                 if mirrored and first_seen is None:
                     first_seen = time.monotonic()
                 elapsed = time.monotonic() - started

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 HEARTBEATS_TOPIC = "heartbeats"
 PROVENANCE_HEADER = "kmirror.src"
+PROVENANCE_OFFSET = struct.Struct(">q")
 
 
 def checkpoints_topic(source_alias: str) -> str:
@@ -126,7 +127,13 @@ class Provenance:
     offset: int
 
     def encode(self) -> bytes:
-        return _string(self.alias) + struct.pack(">iq", self.partition, self.offset)
+        return self.prefix(self.alias, self.partition) + PROVENANCE_OFFSET.pack(self.offset)
+
+    @staticmethod
+    def prefix(alias: str, partition: int) -> bytes:
+        """The encoding up to the offset, the same for every record of a partition: the hot
+        path appends `PROVENANCE_OFFSET.pack(offset)` to it."""
+        return _string(alias) + struct.pack(">i", partition)
 
     @classmethod
     def decode(cls, data: bytes) -> Provenance:

@@ -1,11 +1,12 @@
 """The mirroring worker: source topics on A to remote topics on B, at least once.
 
 One loop, one thread: consume a batch from A, produce it to B (same partition, key, value,
-headers and timestamp, plus a provenance header), and run the periodic tasks when due. Progress
-is committed at a barrier: flush the producer (every record consumed so far is acknowledged by
-B), then commit the consumer's positions. A worker killed between barriers re-sends at most what
-it consumed since the last one. Replicas share partitions through the consumer group on A
-(cooperative rebalancing); a replica giving up partitions passes the barrier first.
+headers and timestamp, plus a provenance header), and run the periodic tasks when due. Delivery
+reports of a partition arrive in order, so each partition knows up to which offset B holds every
+record; every commit interval that offset is committed, without stopping the loop. A worker
+killed re-sends at most what it consumed since the last commit. Replicas share partitions
+through the consumer group on A (cooperative rebalancing); a replica giving up partitions, or
+stopping, passes a barrier first: flush the producer, then commit everything consumed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kafka_mirror.kafka.errors import AUTH_ERRORS
 from kafka_mirror.kafka.formats import (
     HEARTBEATS_TOPIC,
     PROVENANCE_HEADER,
+    PROVENANCE_OFFSET,
     Heartbeat,
     OffsetSync,
     Provenance,
@@ -45,6 +47,8 @@ from kafka_mirror.worker.offsets import SyncEmitter
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 5000
+POLL_SECONDS = 0.1
+LATENCY_SAMPLE_SECONDS = 0.01  # at most 100 latency samples a second per partition
 SLOW_TASK_SECONDS = 2.0
 ERROR_LOG_INTERVAL = 60.0  # seconds between two log lines of the same client error
 # Changing these needs new clients, so the worker restarts to apply them.
@@ -60,29 +64,44 @@ class WorkerFailed(RuntimeError):
 
 @dataclass
 class PartitionFlow:
-    """One source partition on its way to the target: in-flight records and their figures."""
+    """One source partition on its way to the target: in-flight records and their figures.
+
+    `acknowledged` is one past the newest upstream offset B has acknowledged (-1: none yet).
+    """
 
     topic: str
     partition: int
     remote: str
+    provenance_prefix: bytes
     emitter: SyncEmitter
     publish_sync: Callable[[OffsetSync], None]
     on_failure: Callable[[str], None]
-    in_flight: deque[tuple[int, int]] = field(default_factory=deque)
+    in_flight: deque[tuple[int, int, int]] = field(default_factory=deque)
+    acknowledged: int = -1
+    failed: bool = False
     records: int = 0
     bytes: int = 0
     latencies: list[float] = field(default_factory=list)
+    next_latency_sample: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.on_delivery = self.delivered  # bound once, not once per record
 
     def delivered(self, error: KafkaError | None, message: Message) -> None:
         """Delivery report from the target; reports of one partition arrive in order."""
-        upstream, timestamp_ms = self.in_flight.popleft()
-        if error is not None:
+        upstream, timestamp_ms, size = self.in_flight.popleft()
+        if error is not None or self.failed:
+            self.failed = True  # never acknowledge past a refused record
             self.on_failure(f"{self.remote}[{self.partition}] refused offset {upstream}: {error}")
             return
+        self.acknowledged = upstream + 1
         self.records += 1
-        self.bytes += len(message.key() or b"") + len(message.value() or b"")
+        self.bytes += size
         if timestamp_ms > 0:
-            self.latencies.append(time.time() - timestamp_ms / 1000)
+            now = time.time()
+            if now >= self.next_latency_sample:
+                self.latencies.append(now - timestamp_ms / 1000)
+                self.next_latency_sample = now + LATENCY_SAMPLE_SECONDS
         downstream = message.offset()
         if downstream is not None and self.emitter.update(upstream, downstream):
             self.publish_sync(OffsetSync(self.topic, self.partition, upstream, downstream))
@@ -99,11 +118,12 @@ class Periodic:
         if now < self.due:
             return
         self.due = now + self.interval
+        started = time.monotonic()
         try:
             self.task()
         except (KafkaException, OSError, TimeoutError, ValueError) as error:
             on_error(self.name, error)
-        took = time.monotonic() - now
+        took = time.monotonic() - started
         if took > SLOW_TASK_SECONDS:
             log.warning("%s took %.1fs (mirroring waits meanwhile)", self.name, took)
 
@@ -128,7 +148,7 @@ class MirrorWorker:
         self._logged_errors: dict[tuple[str, int], float] = {}
         self._build_clients()
         self.tasks = [
-            Periodic("commit", self.config.commit_interval_seconds, self._barrier),
+            Periodic("commit", self.config.commit_interval_seconds, self._commit),
             Periodic("topics", self.config.refresh_topics_interval_seconds, self._refresh_topics),
             Periodic("configs", self.config.topic_config_sync.interval_seconds, self._sync_configs),
             Periodic("checkpoints", self.config.checkpoints.interval_seconds, self._checkpoint),
@@ -140,8 +160,11 @@ class MirrorWorker:
     def _build_clients(self) -> None:
         config = self.config
         client_id = f"kafka-mirror-{socket.gethostname()}"
-        source: dict[str, Any] = {**config.source.client_config(), "client.id": client_id}
-        target: dict[str, Any] = {**config.target.client_config(), "client.id": client_id}
+        # Nagle's algorithm holds small requests back for the peer's delayed ACK (tens of ms a
+        # hop); Kafka's Java clients turn it off too. A cluster's own config may turn it on.
+        defaults = {"socket.nagle.disable": True, "client.id": client_id}
+        source: dict[str, Any] = {**defaults, **config.source.client_config()}
+        target: dict[str, Any] = {**defaults, **config.target.client_config()}
         source_admin: dict[str, Any] = {**source, "error_cb": self._client_error("source")}
         target_admin: dict[str, Any] = {**target, "error_cb": self._client_error("target")}
         self.source_admin = AdminClient(source_admin)
@@ -161,6 +184,7 @@ class MirrorWorker:
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
                 "queued.max.messages.kbytes": 256 * 1024,
                 "error_cb": self._client_error("source"),
+                "on_commit": self._committed,
             }
         )
         producer_settings = {
@@ -272,9 +296,9 @@ class MirrorWorker:
                 if self.failure:
                     raise WorkerFailed(self.failure)
                 if self.subscribed:
-                    self._mirror(self.consumer.consume(num_messages=BATCH_SIZE, timeout=0.1))
+                    self._mirror(self._next_batch())
                 else:
-                    self.stopping.wait(0.1)
+                    self.stopping.wait(POLL_SECONDS)
                 self.producer.poll(0)
                 self.syncs_producer.poll(0)
             self._barrier()
@@ -284,6 +308,18 @@ class MirrorWorker:
                 reader.close()
         if self.failure:
             raise WorkerFailed(self.failure)
+
+    def _next_batch(self) -> list[Message]:
+        """What the consumer holds, up to BATCH_SIZE; else wait for the first record to arrive.
+
+        (`consume` with a timeout waits the whole timeout for a full batch: at low rates that
+        would add its timeout to every record's latency.)
+        """
+        batch = self.consumer.consume(num_messages=BATCH_SIZE, timeout=0)
+        if batch:
+            return batch
+        first = self.consumer.poll(POLL_SECONDS)
+        return [] if first is None else [first]
 
     def _task_failed(self, name: str, error: Exception) -> None:
         self.metrics.errors.labels(name).inc()
@@ -295,8 +331,11 @@ class MirrorWorker:
             self.failure = reason
 
     def _mirror(self, messages: list[Message]) -> None:
+        # The hot path: one pass per record, attribute lookups hoisted out of the loop.
         identity = self.config.topic_naming.policy == "identity"
-        target_alias, source_alias = self.config.target.alias, self.config.source.alias
+        target_alias = self.config.target.alias
+        flows, held, produce = self.flows, self.held, self.producer.produce
+        pack_offset = PROVENANCE_OFFSET.pack
         for message in messages:
             error = message.error()
             if error is not None:
@@ -306,35 +345,36 @@ class MirrorWorker:
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
-            if (topic, partition) in self.held:
+            if held and (topic, partition) in held:
                 continue  # waiting for its remote partition; it was rewound to the first record
-            flow = self.flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
+            flow = flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
             if flow is None:
                 continue
             headers = cast(list[tuple[str, str | bytes | None]], message.headers() or [])
             if identity and target_alias in provenance_aliases(headers):
                 continue  # came from the target in the first place: a cycle
-            headers.append(
-                (PROVENANCE_HEADER, Provenance(source_alias, partition, offset).encode())
-            )
+            headers.append((PROVENANCE_HEADER, flow.provenance_prefix + pack_offset(offset)))
             timestamp = message.timestamp()[1]
+            key, value = message.key(), message.value()
             while True:
                 try:
-                    self.producer.produce(
+                    produce(
                         flow.remote,
-                        value=message.value(),
-                        key=message.key(),
+                        value=value,
+                        key=key,
                         headers=headers,
                         partition=partition,
-                        timestamp=max(timestamp, 0),
-                        on_delivery=flow.delivered,
+                        timestamp=timestamp if timestamp > 0 else 0,
+                        on_delivery=flow.on_delivery,
                     )
                     break
                 except BufferError:
                     self.producer.poll(0.05)  # the local queue is full: let deliveries drain
             # Only once queued: its report cannot come before produce() returned, and a record
             # that failed to queue must not shift the reports of the ones after it.
-            flow.in_flight.append((offset, timestamp))
+            flow.in_flight.append(
+                (offset, timestamp, (len(key) if key else 0) + (len(value) if value else 0))
+            )
 
     def _open_flow(self, topic: str, partition: int, offset: int) -> PartitionFlow | None:
         remote = self.plan.mirrored.get(topic)
@@ -352,6 +392,7 @@ class MirrorWorker:
             topic,
             partition,
             remote,
+            Provenance.prefix(self.config.source.alias, partition),
             SyncEmitter(self.config.offset_syncs.max_lag),
             self._publish_sync,
             self._fail,
@@ -365,8 +406,39 @@ class MirrorWorker:
 
     # --- progress -------------------------------------------------------------------------
 
+    def _commit(self) -> None:
+        """Commit what the target has acknowledged so far, without waiting for the rest."""
+        if self.failure:
+            return  # never commit past a refused record
+        self._publish_figures()
+        if not self.subscribed:
+            return
+        offsets = self._acknowledged(self.consumer.assignment())
+        if offsets:
+            self.consumer.commit(offsets=offsets, asynchronous=True)
+            self._update_lag(offsets)
+
+    def _committed(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if error is not None and error.code() not in _REBALANCING:
+            self.metrics.errors.labels("commit").inc()
+            log.warning("committing offsets (will retry): %s", error.str())
+
+    def _acknowledged(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Per partition, the offset before which every consumed record is on the target.
+
+        With nothing in flight that is the consumer's position, which also steps over records
+        not mirrored (cycles) and transaction markers; else one past the newest acknowledged.
+        """
+        offsets = []
+        for position in self.consumer.position(partitions):
+            flow = self.flows.get((position.topic, position.partition))
+            offset = flow.acknowledged if flow is not None and flow.in_flight else position.offset
+            if offset >= 0:
+                offsets.append(TopicPartition(position.topic, position.partition, offset))
+        return offsets
+
     def _barrier(self, partitions: list[TopicPartition] | None = None) -> None:
-        """Wait until the target acknowledged everything consumed, then commit positions."""
+        """Wait until the target acknowledged everything consumed, then commit it."""
         for producer in {id(p): p for p in (self.producer, self.syncs_producer)}.values():
             remaining = producer.flush(30)
             if remaining:
@@ -377,18 +449,18 @@ class MirrorWorker:
         if not self.subscribed:
             return
         assigned = partitions if partitions is not None else self.consumer.assignment()
-        positions = [tp for tp in self.consumer.position(assigned) if tp.offset >= 0]
-        if not positions:
+        offsets = self._acknowledged(assigned)
+        if not offsets:
             return
         try:
-            self.consumer.commit(offsets=positions, asynchronous=False)
+            self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as error:
             if error.args[0].code() not in _REBALANCING:
                 raise
             # The group is rebalancing; the revocation callback commits what we give up.
             log.info("commit deferred: %s", error.args[0].str())
             return
-        self._update_lag(positions)
+        self._update_lag(offsets)
 
     def _publish_figures(self) -> None:
         for flow in self.flows.values():
