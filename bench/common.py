@@ -177,8 +177,7 @@ def two_clusters() -> Iterator[tuple[Path, KafkaCluster, KafkaCluster]]:
     except BaseException:
         print(f"the logs stay in {workdir}", flush=True)
         raise
-    else:
-        shutil.rmtree(workdir)
     finally:
         a.remove()
         b.remove()
+    shutil.rmtree(workdir)

@@ -14,7 +14,8 @@ Starts its own Kafka clusters A and B, then:
    first mirrored record seen on B to the last (start-up excluded for both); CPU seconds are the
    mirror processes' own over the same window; memory is their peak resident set.
 3. Latency: a steady produce rate on A; a consumer on B takes arrival time minus the record's
-   timestamp (set by the producer on A, kept by both mirrors) for every record.
+   timestamp (set by the producer on A, kept by both mirrors) for every record produced after
+   the first 10 s. Runs alternate as in (2); the percentiles are over all runs' records.
 
 Both mirrors get the same parallelism (`--parallelism`: worker replicas / MirrorMaker 2's
 tasks.max), the same batching where comparable, offset syncs, checkpoints and heartbeats on, and
@@ -25,6 +26,7 @@ writes bench/results/vs_mirrormaker.{json,png}.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import time
@@ -56,6 +58,7 @@ from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 
 TOPICS, PARTITIONS = 8, 8
+LATENCY_WARMUP_SECONDS = 10
 OURS, MM2 = "kafka-mirror", "MirrorMaker 2"
 
 # MirrorMaker 2's launch script (connect-mirror-maker.sh via kafka-run-class.sh) runs it with these.
@@ -253,9 +256,8 @@ class Bench:
             consumer.assign(
                 [TopicPartition(remote, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
             )
-            warmup_ms = (
-                time.time() + 5
-            ) * 1000  # records produced in the first 5 s are not counted
+            # Records produced in the first seconds (the producer's JVM warming up) do not count.
+            warmup_ms = (time.time() + LATENCY_WARMUP_SECONDS) * 1000
             result = Latency(mirror.name, rate)
             producer = produce_perf(self.a, topic, rate * seconds, size, rate)
             received, deadline = 0, time.monotonic() + seconds + 60
@@ -347,24 +349,17 @@ def summarize(
             },
             "ceiling_records_per_second": ceilings[size],
         }
-    latency = {
-        name: {
+    latency: dict[str, Any] = {}
+    for name in (OURS, MM2):
+        merged = Latency(
+            name, args.rate, [x for r in latencies if r.mirror == name for x in r.samples]
+        )
+        latency[name] = {
             "rate_records_per_second": args.rate,
-            "samples": sum(len(x.samples) for x in latencies if x.mirror == name),
-            **{
-                f"p{q}_ms": round(
-                    Latency(
-                        name,
-                        args.rate,
-                        [s for x in latencies if x.mirror == name for s in x.samples],
-                    ).percentile(q),
-                    1,
-                )
-                for q in (50, 99)
-            },
+            "samples": len(merged.samples),
+            "p50_ms": round(merged.percentile(50), 1),
+            "p99_ms": round(merged.percentile(99), 1),
         }
-        for name in (OURS, MM2)
-    }
     latency["ratio_ours_over_mm2"] = {
         key: ratio(latency[OURS][key], latency[MM2][key]) for key in ("p50_ms", "p99_ms")
     }
@@ -481,13 +476,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="drain runs per mirror and size")
     parser.add_argument("--parallelism", type=int, default=1, help="worker replicas / tasks.max")
     parser.add_argument("--rate", type=int, default=5000, help="records/s in the latency phase")
-    parser.add_argument("--latency-seconds", type=int, default=40)
+    parser.add_argument("--latency-seconds", type=int, default=45)
     parser.add_argument("--output", type=Path, default=RESULTS / "vs_mirrormaker.json")
     args = parser.parse_args()
     args.sizes = [1024, 100]
     args.records = {1024: 2_000_000, 100: 4_000_000}
     if args.quick:
-        args.records, args.rounds, args.latency_seconds = {1024: 200_000, 100: 400_000}, 1, 15
+        args.records, args.rounds, args.latency_seconds = {1024: 200_000, 100: 400_000}, 1, 20
 
     with two_clusters() as (workdir, a, b):
         mirrors: list[Mirror] = [
@@ -522,8 +517,11 @@ def main() -> None:
                     order = mirrors if round_ % 2 == 0 else mirrors[::-1]
                     drains += [bench.drain(m, size, args.records[size]) for m in order]
             print(f"latency at a steady {args.rate:,} records/s of 1 KB…", flush=True)
+            os.sync()  # the drains' gigabytes written out now, not during the first latency run
             latencies = [
-                bench.latency(m, args.rate, args.latency_seconds, 1024) for m in mirrors[::-1]
+                bench.latency(m, args.rate, args.latency_seconds, 1024)
+                for round_ in range(args.rounds)
+                for m in (mirrors if round_ % 2 else mirrors[::-1])
             ]
         finally:
             for mirror in mirrors:

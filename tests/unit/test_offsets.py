@@ -22,6 +22,15 @@ def test_upstream_gaps_and_downstream_truncation_force_a_sync() -> None:
     assert emitter.update(1, 0)  # downstream went backwards (truncated)
 
 
+def test_sampled_reports_follow_the_same_rules() -> None:
+    emitter = SyncEmitter(max_lag=100)
+    assert emitter.update(0, 0)
+    assert not emitter.update(40, 40)  # 1..39 went through unreported: same distance both sides
+    assert emitter.update(101, 101)  # translation would lag 100 records
+    assert emitter.update(160, 150)  # ten upstream offsets had no record
+    assert not emitter.update(170, 160)
+
+
 def store_with(*syncs: tuple[int, int]) -> OffsetSyncStore:
     store = OffsetSyncStore()
     for upstream, downstream in syncs:

@@ -1,9 +1,15 @@
 """The mirroring worker: source topics on A to remote topics on B, at least once.
 
 One loop, one thread: consume a batch from A, produce it to B (same partition, key, value,
-headers and timestamp, plus a provenance header), and run the periodic tasks when due. Delivery
-reports of a partition arrive in order, so each partition knows up to which offset B holds every
-record; every commit interval that offset is committed, without stopping the loop. A worker
+headers and timestamp, plus a provenance header), and run the periodic tasks when due.
+
+The producer is idempotent with librdkafka's gapless guarantee: a record of a partition is
+acknowledged only if every earlier one was (any failure that could leave a gap is fatal and
+stops the worker). So a delivery report is asked for only on a sample of records (the last of a
+partition's run in each batch, after an upstream gap, and every `offsetSyncs.maxLag` records):
+it says B holds everything up to it and gives the offset pairs for offset syncs, and the rest
+cost no Python at all. Every commit interval the acknowledged offsets are committed, without
+stopping the loop. A worker
 killed re-sends at most what it consumed since the last commit. Replicas share partitions
 through the consumer group on A (cooperative rebalancing); a replica giving up partitions, or
 stopping, passes a barrier first: flush the producer, then commit everything consumed.
@@ -58,6 +64,10 @@ RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_p
 _REBALANCING = {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
 
 
+# Spelled once: a type expression in the loop would be built again for every record.
+Headers = list[tuple[str, str | bytes | None]]
+
+
 class WorkerFailed(RuntimeError):
     """The target refused records for good; the worker stops without committing past them."""
 
@@ -66,6 +76,8 @@ class WorkerFailed(RuntimeError):
 class PartitionFlow:
     """One source partition on its way to the target: in-flight records and their figures.
 
+    `in_flight` holds the reported records not yet acknowledged, each with the number and bytes
+    of the records up to it; `unreported` counts records queued after the last reported one.
     `acknowledged` is one past the newest upstream offset B has acknowledged (-1: none yet).
     """
 
@@ -76,7 +88,11 @@ class PartitionFlow:
     emitter: SyncEmitter
     publish_sync: Callable[[OffsetSync], None]
     on_failure: Callable[[str], None]
-    in_flight: deque[tuple[int, int, int]] = field(default_factory=deque)
+    in_flight: deque[tuple[int, int, int, int]] = field(default_factory=deque)
+    unreported_records: int = 0
+    unreported_bytes: int = 0
+    next_upstream: int = -1
+    next_sync_point: int = 0
     acknowledged: int = -1
     failed: bool = False
     records: int = 0
@@ -87,15 +103,25 @@ class PartitionFlow:
     def __post_init__(self) -> None:
         self.on_delivery = self.delivered  # bound once, not once per record
 
+    def settled(self) -> bool:
+        """Nothing queued for the target is waiting for its acknowledgement."""
+        return not self.in_flight and not self.unreported_records
+
+    def all_delivered(self) -> None:
+        """After a successful flush: the unreported records are on the target too."""
+        self.records += self.unreported_records
+        self.bytes += self.unreported_bytes
+        self.unreported_records = self.unreported_bytes = 0
+
     def delivered(self, error: KafkaError | None, message: Message) -> None:
         """Delivery report from the target; reports of one partition arrive in order."""
-        upstream, timestamp_ms, size = self.in_flight.popleft()
+        upstream, timestamp_ms, records, size = self.in_flight.popleft()
         if error is not None or self.failed:
             self.failed = True  # never acknowledge past a refused record
             self.on_failure(f"{self.remote}[{self.partition}] refused offset {upstream}: {error}")
             return
         self.acknowledged = upstream + 1
-        self.records += 1
+        self.records += records
         self.bytes += size
         if timestamp_ms > 0:
             now = time.time()
@@ -189,6 +215,7 @@ class MirrorWorker:
         )
         producer_settings = {
             "enable.idempotence": True,
+            "enable.gapless.guarantee": True,
             "acks": "all",
             "linger.ms": 5,
             "batch.size": 1024 * 1024,
@@ -245,6 +272,8 @@ class MirrorWorker:
 
         def report(error: KafkaError) -> None:
             code = error.code()
+            if error.fatal():  # the gapless producer could no longer keep records in order
+                self._fail(f"{cluster} cluster {alias}: {error.str()}")
             if code in AUTH_ERRORS:
                 self.metrics.errors.labels("authentication").inc()
                 message = f"{cluster} cluster {alias} refused our credentials: {error.str()}"
@@ -336,7 +365,8 @@ class MirrorWorker:
         target_alias = self.config.target.alias
         flows, held, produce = self.flows, self.held, self.producer.produce
         pack_offset = PROVENANCE_OFFSET.pack
-        for message in messages:
+        last = len(messages) - 1
+        for index, message in enumerate(messages):
             error = message.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
@@ -350,31 +380,51 @@ class MirrorWorker:
             flow = flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
             if flow is None:
                 continue
-            headers = cast(list[tuple[str, str | bytes | None]], message.headers() or [])
+            headers = cast(Headers, message.headers() or [])
             if identity and target_alias in provenance_aliases(headers):
                 continue  # came from the target in the first place: a cycle
             headers.append((PROVENANCE_HEADER, flow.provenance_prefix + pack_offset(offset)))
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
+            following = messages[index + 1] if index < last else None
+            # Reported where the offset sync rule may fire (an upstream gap, `maxLag` records
+            # since the last such report) and where a partition's run in this batch ends.
+            sync_point = offset != flow.next_upstream or offset >= flow.next_sync_point
+            report = (
+                sync_point
+                or following is None
+                or following.partition() != partition
+                or following.topic() != topic
+            )
             while True:
                 try:
+                    # Positional: keyword arguments cost the C call a string lookup per keyword.
+                    # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
                     produce(
                         flow.remote,
-                        value=value,
-                        key=key,
-                        headers=headers,
-                        partition=partition,
-                        timestamp=timestamp if timestamp > 0 else 0,
-                        on_delivery=flow.on_delivery,
+                        value,
+                        key,
+                        partition,
+                        flow.on_delivery if report else None,
+                        None,
+                        timestamp if timestamp > 0 else 0,
+                        headers,
                     )
                     break
                 except BufferError:
                     self.producer.poll(0.05)  # the local queue is full: let deliveries drain
             # Only once queued: its report cannot come before produce() returned, and a record
             # that failed to queue must not shift the reports of the ones after it.
-            flow.in_flight.append(
-                (offset, timestamp, (len(key) if key else 0) + (len(value) if value else 0))
-            )
+            flow.next_upstream = offset + 1
+            flow.unreported_records += 1
+            flow.unreported_bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            if report:
+                flow.in_flight.append(
+                    (offset, timestamp, flow.unreported_records, flow.unreported_bytes)
+                )
+                flow.unreported_records = flow.unreported_bytes = 0
+            if sync_point:
+                flow.next_sync_point = offset + flow.emitter.max_lag + 1
 
     def _open_flow(self, topic: str, partition: int, offset: int) -> PartitionFlow | None:
         remote = self.plan.mirrored.get(topic)
@@ -426,13 +476,15 @@ class MirrorWorker:
     def _acknowledged(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """Per partition, the offset before which every consumed record is on the target.
 
-        With nothing in flight that is the consumer's position, which also steps over records
-        not mirrored (cycles) and transaction markers; else one past the newest acknowledged.
+        With nothing waiting for an acknowledgement that is the consumer's position, which also
+        steps over records not mirrored (cycles) and transaction markers; else one past the
+        newest acknowledged.
         """
         offsets = []
         for position in self.consumer.position(partitions):
             flow = self.flows.get((position.topic, position.partition))
-            offset = flow.acknowledged if flow is not None and flow.in_flight else position.offset
+            settled = flow is None or flow.settled()
+            offset = position.offset if settled else flow.acknowledged  # type: ignore[union-attr]
             if offset >= 0:
                 offsets.append(TopicPartition(position.topic, position.partition, offset))
         return offsets
@@ -445,6 +497,8 @@ class MirrorWorker:
                 raise KafkaException(f"{remaining} records still unacknowledged by the target")
         if self.failure:
             return  # never commit past a refused record
+        for flow in self.flows.values():
+            flow.all_delivered()
         self._publish_figures()
         if not self.subscribed:
             return

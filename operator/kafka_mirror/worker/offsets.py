@@ -24,17 +24,19 @@ class SyncEmitter:
     previous_downstream: int = -1
 
     def update(self, upstream: int, downstream: int) -> bool:
-        """Record one acknowledged record; True when its offsets must be published now.
+        """Record an acknowledged record; True when its offsets must be published now.
 
-        A sync is due on the first record, when translation would otherwise lag `max_lag`
-        records behind, when upstream offsets jump (compaction, transaction markers, a re-created
+        The worker reports a sample of its records (every record would give MirrorMaker 2's
+        exact behaviour). A sync is due on the first report, when translation would otherwise
+        lag `max_lag` records behind, when the offsets moved by different distances since the
+        previous report (upstream gaps from compaction or transaction markers, a re-created
         topic) and when the downstream topic went backwards (truncation).
         """
         due = (
             self.last_sync_downstream == -1
             # Translation lands one past the last sync, hence the +1.
             or downstream - (self.last_sync_downstream + 1) >= self.max_lag
-            or upstream - self.previous_upstream != 1
+            or upstream - self.previous_upstream != downstream - self.previous_downstream
             or downstream < self.previous_downstream
         )
         if due:
