@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint crds dev-up dev-down build clean kind-e2e
+.PHONY: demo test unit lint bench crds dev-up dev-down build clean kind-e2e
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: set PYTHON=python3.11")'
@@ -35,6 +35,10 @@ lint: $(STAMP)
 ## cache (first run: ~21 minutes).
 build: $(STAMP)
 	$(BIN)/kafka-mirror dev build
+
+## Our worker against MirrorMaker 2 on this machine (docs/performance.md), about 15 minutes.
+bench: $(STAMP)
+	$(BIN)/python bench/vs_mirrormaker.py
 
 crds: $(STAMP)
 	$(BIN)/kafka-mirror crds

@@ -378,21 +378,25 @@ def summarize(
     }
 
 
+def number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def table(summary: dict[str, Any]) -> str:
     rows = [("", OURS, MM2, "ours / MM2")]
     for size, drain in summary["drain"].items():
         for key, label in (
             ("records_per_second", "records/s"),
             ("megabytes_per_second", "MB/s"),
-            ("cpu_seconds_per_megabyte", "CPU s/MB"),
+            ("cpu_seconds_per_megabyte", "CPU seconds per MB"),
             ("peak_rss_mebibytes", "peak memory MiB"),
         ):
-            ours, theirs = drain[OURS][key], drain[MM2][key]
+            ours, theirs = (number(drain[name][key]) for name in (OURS, MM2))
             rows.append(
                 (
                     f"{size} B: {label}",
-                    f"{ours:,.4g}",
-                    f"{theirs:,.4g}",
+                    ours,
+                    theirs,
                     f"{drain['ratio_ours_over_mm2'][key]:.2f}",
                 )
             )
