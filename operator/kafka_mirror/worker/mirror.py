@@ -9,10 +9,10 @@ stops the worker). So a delivery report is asked for only on a sample of records
 partition's run in each batch, after an upstream gap, and every `offsetSyncs.maxLag` records):
 it says B holds everything up to it and gives the offset pairs for offset syncs, and the rest
 cost no Python at all. Every commit interval the acknowledged offsets are committed, without
-stopping the loop. A worker
-killed re-sends at most what it consumed since the last commit. Replicas share partitions
-through the consumer group on A (cooperative rebalancing); a replica giving up partitions, or
-stopping, passes a barrier first: flush the producer, then commit everything consumed.
+stopping the loop. A worker killed re-sends at most what it consumed since the last commit.
+Replicas share partitions through the consumer group on A (cooperative rebalancing); a replica
+giving up partitions, or stopping, passes a barrier first: flush the producer, then commit
+everything consumed.
 """
 
 from __future__ import annotations
