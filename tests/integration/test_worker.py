@@ -392,7 +392,7 @@ def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
 ) -> None:
     topic = unique("kill")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
-    total = 400_000
+    total = 2_000_000  # at ~150,000 records/s the kill must still land mid-stream
     produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
     config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
     first = start_worker(config, "replica-1")
