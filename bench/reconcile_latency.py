@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+from common import RESULTS
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, watch
@@ -43,7 +44,6 @@ from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds
 from kafka_mirror.render import worker_name
 
-RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_SECONDS = 2.0
 TOPICS, PARTITIONS, RECORDS = 4, 3, 100  # on A, matched by every selection: real lag to read
 

@@ -56,6 +56,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
+from kafka_mirror.devstack.processes import free_port
 
 TOPICS, PARTITIONS = 8, 8
 LATENCY_WARMUP_SECONDS = 10
@@ -112,7 +113,7 @@ class OurWorker(Mirror):
         # MirrorMaker 2's naming, so both write the same remote topics.
         config["topicNaming"] = {"policy": "prefix"}
         for replica in range(self.parallelism):
-            config["metricsPort"] += replica
+            config["metricsPort"] = free_port()
             self.processes.append(start_worker(config, self.workdir, f"{alias}-worker-{replica}"))
 
 
@@ -190,8 +191,8 @@ class Latency:
 
 
 class Bench:
-    def __init__(self, a: KafkaCluster, b: KafkaCluster, mirrors: list[Mirror]) -> None:
-        self.a, self.b, self.mirrors = a, b, mirrors
+    def __init__(self, a: KafkaCluster, b: KafkaCluster) -> None:
+        self.a, self.b = a, b
         self.target_admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         self.runs = 0
 
@@ -493,7 +494,7 @@ def main() -> None:
             OurWorker(a, b, workdir, args.parallelism),
             MirrorMaker2(a, b, workdir, args.parallelism),
         ]
-        bench = Bench(a, b, mirrors)
+        bench = Bench(a, b)
         try:
             ceilings: dict[int, dict[str, float]] = {}
             for size in args.sizes:

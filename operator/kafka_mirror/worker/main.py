@@ -17,7 +17,7 @@ from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
 
 log = logging.getLogger("kafka_mirror.worker")
 
-GC_YOUNG_THRESHOLD = 100_000  # allocations between two collections (Python's default: 2,000)
+GC_YOUNG_THRESHOLD = 100_000  # allocations between two collections (Python's default: 700)
 
 
 def run(config_path: Path) -> int:
