@@ -14,7 +14,10 @@ from kubernetes import client
 from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
+from kafka_mirror.devstack.kubelet import LocalKubelet
+from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, install_crds
+from tests.helpers.kubectl import Kubectl
 
 
 def _cluster(alias: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
@@ -84,3 +87,29 @@ def helm() -> Path:
 def kubectl() -> Path:
     """The kubectl binary built from its pinned Go module (the API server's release)."""
     return KUBECTL.ensure()
+
+
+@pytest.fixture
+def operator(
+    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(kube_apiserver.kubeconfig, namespace, tmp_path).start()
+    yield process
+    if process.running():
+        process.stop()
+    print(f"----- operator log -----\n{process.log()[-6000:]}")
+
+
+@pytest.fixture
+def kubelet(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[LocalKubelet]:
+    local = LocalKubelet(kube_api, namespace, tmp_path / "pods").start()
+    yield local
+    pods = [pod for pods in local.pods.values() for pod in pods]
+    local.stop()
+    for pod in pods:
+        print(f"----- pod {pod.name} (restarts {pod.restarts}) -----\n{pod.log()[-3000:]}")
+
+
+@pytest.fixture
+def kc(kubectl: Path, kube_apiserver: KubeApiServer, namespace: str) -> Kubectl:
+    return Kubectl(kubectl, kube_apiserver.kubeconfig, namespace)

@@ -26,3 +26,14 @@ def kubectl(
             f"`kubectl {' '.join(args)}` exited {result.returncode}:\n{result.stderr}"
         )
     return result
+
+
+class Kubectl:
+    """kubectl bound to one API server and namespace: `kc("get", "kafkamirrors")`."""
+
+    def __init__(self, binary: Path, kubeconfig: Path, namespace: str) -> None:
+        self.binary, self.kubeconfig, self.namespace = binary, kubeconfig, namespace
+
+    def __call__(self, *args: str, timeout: float = 120) -> str:
+        result = kubectl(self.binary, self.kubeconfig, "-n", self.namespace, *args, timeout=timeout)
+        return result.stdout

@@ -1,13 +1,16 @@
-"""Reading the objects the operator writes."""
+"""Building the objects a user applies, and reading the objects the operator writes."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
+from kafka_mirror.devstack.kafka import KafkaCluster
+from tests.helpers.kafka import end_offsets
 
 
 def get_custom(api: client.ApiClient, namespace: str, plural: str, name: str) -> dict[str, Any]:
@@ -33,3 +36,53 @@ def exists(read: Any, name: str, namespace: str) -> bool:
             return False
         raise
     return True
+
+
+def mirror(
+    name: str, namespace: str, source: dict[str, Any], target: dict[str, Any], **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "KafkaMirror",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "source": {
+                "alias": "A",
+                # Fast rebalances between replicas in tests.
+                "config": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"},
+                **source,
+            },
+            "target": {"alias": "B", **target},
+            "refreshTopicsIntervalSeconds": 1,
+            "checkpoints": {"intervalSeconds": 1},
+            **spec,
+        },
+    }
+
+
+def selection(
+    name: str, namespace: str, mirror_name: str, includes: list[str], excludes: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MirrorTopicSelection",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"mirror": mirror_name, "includes": includes, "excludes": list(excludes)},
+    }
+
+
+def secret(name: str, namespace: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+def status_of(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    return dict(get_custom(api, namespace, "kafkamirrors", name).get("status", {}))
+
+
+def remote_end(cluster: KafkaCluster, topic: str) -> int:
+    return sum(end_offsets(cluster.bootstrap_servers, topic).values())

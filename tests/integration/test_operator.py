@@ -3,119 +3,36 @@ and the worker pods run as local processes exactly as the Deployments it wrote s
 
 from __future__ import annotations
 
-import base64
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
 
-from kafka_mirror.api.models import API_VERSION
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
-from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
-from tests.helpers.kafka import consume, create_topics, end_offsets, produce, records, unique
-from tests.helpers.kubectl import kubectl as run_kubectl
-from tests.helpers.objects import condition, exists, get_custom
+from tests.helpers.kafka import consume, create_topics, produce, records, unique
+from tests.helpers.kubectl import Kubectl
+from tests.helpers.objects import (
+    condition,
+    exists,
+    get_custom,
+    mirror,
+    remote_end,
+    secret,
+    selection,
+    status_of,
+)
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
 STATUS_TICKS = 5  # seconds: two of the test operator's status refreshes
-
-
-@pytest.fixture
-def operator(
-    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(kube_apiserver.kubeconfig, namespace, tmp_path).start()
-    yield process
-    if process.running():
-        process.stop()
-    print(f"----- operator log -----\n{process.log()[-6000:]}")
-
-
-@pytest.fixture
-def kubelet(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[LocalKubelet]:
-    local = LocalKubelet(kube_api, namespace, tmp_path / "pods").start()
-    yield local
-    pods = [pod for pods in local.pods.values() for pod in pods]
-    local.stop()
-    for pod in pods:
-        print(f"----- pod {pod.name} (restarts {pod.restarts}) -----\n{pod.log()[-3000:]}")
-
-
-class Kubectl:
-    def __init__(self, binary: Path, kubeconfig: Path, namespace: str) -> None:
-        self.binary, self.kubeconfig, self.namespace = binary, kubeconfig, namespace
-
-    def __call__(self, *args: str, timeout: float = 120) -> str:
-        result = run_kubectl(
-            self.binary, self.kubeconfig, "-n", self.namespace, *args, timeout=timeout
-        )
-        return result.stdout
-
-
-@pytest.fixture
-def kc(kubectl: Path, kube_apiserver: KubeApiServer, namespace: str) -> Kubectl:
-    return Kubectl(kubectl, kube_apiserver.kubeconfig, namespace)
-
-
-def mirror(
-    name: str, namespace: str, source: dict[str, Any], target: dict[str, Any], **spec: Any
-) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "KafkaMirror",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "source": {
-                "alias": "A",
-                # Fast rebalances between replicas in tests.
-                "config": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"},
-                **source,
-            },
-            "target": {"alias": "B", **target},
-            "refreshTopicsIntervalSeconds": 1,
-            "checkpoints": {"intervalSeconds": 1},
-            **spec,
-        },
-    }
-
-
-def selection(
-    name: str, namespace: str, mirror_name: str, includes: list[str], excludes: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "MirrorTopicSelection",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"mirror": mirror_name, "includes": includes, "excludes": list(excludes)},
-    }
-
-
-def secret(name: str, namespace: str, **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
-    }
-
-
-def status_of(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    return dict(get_custom(api, namespace, "kafkamirrors", name).get("status", {}))
-
-
-def remote_end(cluster: KafkaCluster, topic: str) -> int:
-    return sum(end_offsets(cluster.bootstrap_servers, topic).values())
 
 
 # --- the main path --------------------------------------------------------------------------
