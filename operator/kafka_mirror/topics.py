@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
+from kafka_mirror.patterns import Pattern, compile_pattern
 
 NamingPolicy = Literal["suffix", "prefix", "identity"]
 
@@ -64,12 +65,12 @@ class Selection:
 
     includes: tuple[str, ...]
     excludes: tuple[str, ...] = ()
-    _includes: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
-    _excludes: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    _includes: tuple[Pattern, ...] = field(init=False, repr=False, compare=False)
+    _excludes: tuple[Pattern, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_includes", tuple(re.compile(p) for p in self.includes))
-        object.__setattr__(self, "_excludes", tuple(re.compile(p) for p in self.excludes))
+        object.__setattr__(self, "_includes", tuple(map(compile_pattern, self.includes)))
+        object.__setattr__(self, "_excludes", tuple(map(compile_pattern, self.excludes)))
 
     def matches(self, topic: str) -> bool:
         return any(p.fullmatch(topic) for p in self._includes) and not any(

@@ -478,7 +478,7 @@ def test_selection_is_applied_before_the_source_topics_are_known() -> None:
 
 
 def test_invalid_pattern_makes_the_selection_not_ready() -> None:
-    invalid = ["includes[0] '(': missing ), unterminated subpattern at position 0"]
+    invalid = ["includes[0] '(': missing ): ("]
     status = selection_status(
         1, MirrorTopicSelectionStatus(), invalid, None, None, SOURCE_TOPICS, NOW
     )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from kafka_mirror.patterns import InvalidPattern, pattern_error
 from kafka_mirror.topics import Selection, TopicNamer, is_internal, plan_topics
 
 TOPICS = [
@@ -121,3 +124,35 @@ def test_plan_is_the_union_of_selections_and_says_why_it_skips() -> None:
 def test_no_selection_mirrors_nothing() -> None:
     plan = plan_topics(["a", "b"], [], TopicNamer("A"), "B")
     assert plan.mirrored == {} and plan.skipped == []
+
+
+# Patterns that take exponential time in a backtracking engine on a name of a's.
+CATASTROPHIC = ["(a+)+b", "(a|a)*b", "(a|aa)+b", "(.*a){20}b", "((a*)*)*b"]
+
+
+@pytest.mark.parametrize("pattern", CATASTROPHIC)
+def test_catastrophic_patterns_match_in_linear_time(pattern: str) -> None:
+    topics = ["a" * length for length in range(1, 250)]
+    started = time.monotonic()
+    plan = plan_topics(topics, [Selection((pattern,))], TopicNamer("A"), "B")
+    assert plan.mirrored == {}
+    assert time.monotonic() - started < 1.0  # Python's re: 3 s at 26 characters, doubling with each
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("(?=orders)orders.*", "invalid perl operator: (?= (RE2 syntax: no lookaround"),
+        ("(a)\\1", "invalid escape sequence: \\1 (RE2 syntax:"),
+        ("a*+", "bad repetition operator: *+ (RE2 syntax:"),
+        ("((a{100}){100}){100}", "invalid repetition size"),
+        ("[unclosed", "missing ]: [unclosed"),
+    ],
+)
+def test_patterns_a_linear_engine_cannot_run_are_refused_with_the_reason(
+    pattern: str, reason: str
+) -> None:
+    error = pattern_error(pattern)
+    assert error is not None and error.startswith(reason)
+    with pytest.raises(InvalidPattern):
+        Selection((pattern,))

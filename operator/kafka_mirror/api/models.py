@@ -9,12 +9,13 @@ CEL rules) go in the schema so bad objects are refused at `kubectl apply`; rules
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+
+from kafka_mirror.patterns import pattern_error
 
 GROUP = "kafkamirror.io"
 VERSION = "v1alpha1"
@@ -364,7 +365,10 @@ class KafkaMirrorSpec(ApiModel):
 
 
 class MirrorTopicSelectionSpec(ApiModel):
-    """Source topics to mirror, as whole-name regular expressions.
+    """Source topics to mirror, as whole-name regular expressions in RE2 syntax.
+
+    RE2 is MirrorMaker 2's Java syntax less lookaround and backreferences, matched in time
+    linear in the topic name, so no pattern can stall the mirror.
 
     A topic is selected when it matches any include and no exclude. All selections of a mirror
     are a union; a mirror without selections mirrors nothing.
@@ -394,14 +398,6 @@ def validate_patterns(patterns: list[str]) -> list[str]:
     if problems:
         raise ValueError("invalid regular expression " + "; ".join(problems))
     return patterns
-
-
-def pattern_error(pattern: str) -> str | None:
-    try:
-        re.compile(pattern)
-    except re.error as error:
-        return str(error)
-    return None
 
 
 # --- status ---------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from kafka_mirror.api.models import (
     KafkaMirrorSpec,
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
-    pattern_error,
 )
 from kafka_mirror.controller.status import (
     DeploymentState,
@@ -38,6 +37,7 @@ from kafka_mirror.controller.status import (
 )
 from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
 from kafka_mirror.kube import apply, delete
+from kafka_mirror.patterns import pattern_error
 from kafka_mirror.render import CredentialEnv, Selection
 from kafka_mirror.topics import Selection as TopicSelection
 from kafka_mirror.topics import plan_topics

@@ -1,0 +1,56 @@
+"""Topic and group patterns, matched with RE2 so that matching time is linear in the name.
+
+A user's pattern runs against every topic of the source cluster in the worker and the operator;
+with a backtracking engine (Python's `re`, Java's) `(a+)+b` takes exponential time on a name of
+a's, so one hostile selection could stall both. RE2 has no backtracking: it refuses the few
+constructs that need it (lookaround, backreferences, possessive quantifiers) with a message, and
+bounds the compiled program's size.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import re2
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # an invalid pattern is reported to its author, not to stderr
+
+
+# RE2's reasons for the constructs that only a backtracking engine has.
+_NEEDS_BACKTRACKING = (
+    "invalid perl operator",
+    "invalid escape sequence",
+    "bad repetition operator",
+)
+_RE2_HINT = "RE2 syntax: no lookaround, backreferences or possessive quantifiers"
+
+
+class Pattern(Protocol):
+    def fullmatch(self, text: str) -> object | None: ...
+
+
+class InvalidPattern(ValueError):
+    """The pattern does not compile under RE2; the message says why."""
+
+
+def compile_pattern(pattern: str) -> Pattern:
+    try:
+        compiled: Pattern = re2.compile(pattern, options=_OPTIONS)
+    except re2.error as error:
+        reason = error.args[0] if error.args else "does not compile"
+        if isinstance(reason, bytes):
+            reason = reason.decode(errors="replace")
+        if str(reason).startswith(_NEEDS_BACKTRACKING):
+            reason = f"{reason} ({_RE2_HINT})"
+        raise InvalidPattern(str(reason)) from None
+    return compiled
+
+
+def pattern_error(pattern: str) -> str | None:
+    """Why `pattern` is not a usable pattern, or None."""
+    try:
+        compile_pattern(pattern)
+    except InvalidPattern as error:
+        return str(error)
+    return None
