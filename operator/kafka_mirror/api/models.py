@@ -47,8 +47,13 @@ FORBIDDEN_CONFIG_KEYS = (
     "enable.idempotence",
     "acks",
     "transactional.id",
+    # librdkafka's other names for them, and settings that weaken or bypass security.
+    "metadata.broker.list",
+    "enable.ssl.certificate.verification",
+    "enable.sasl.oauthbearer.unsecure.jwt",
+    "plugin.library.paths",
 )
-FORBIDDEN_CONFIG_PREFIXES = ("sasl.", "ssl.")
+FORBIDDEN_CONFIG_PREFIXES = ("sasl.", "ssl.", "https.")
 
 # The CEL rule and the Python check below say the same thing; a unit test keeps them together.
 _FORBIDDEN_KEYS_CEL = (

@@ -68,7 +68,16 @@ class ClusterReader:
         self.auth_error: KafkaError | None = None
         self._settings = settings
         admin_settings: dict[str, Any] = {**settings, "error_cb": self._on_error}
-        self._admin = AdminClient(admin_settings)
+        try:
+            self._admin = AdminClient(admin_settings)
+        except KafkaException as error:
+            # An unknown key or a bad value in the mirror's `config`: the worker cannot start
+            # with it either, so it is the user's to fix.
+            raise ClusterUnavailable(
+                "InvalidClientConfig",
+                f"the client settings for cluster {alias} are refused: {error.args[0].str()}; "
+                "fix the mirror's config (librdkafka's property names and values)",
+            ) from None
         self._consumer: Consumer | None = None
 
     def _on_error(self, error: KafkaError) -> None:

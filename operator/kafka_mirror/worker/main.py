@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from confluent_kafka import KafkaException
+
 from kafka_mirror.worker.config import MissingCredential
 from kafka_mirror.worker.metrics import WorkerMetrics, serve
 from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
@@ -26,7 +28,8 @@ def run(config_path: Path) -> int:
     metrics = WorkerMetrics()
     try:
         worker = MirrorWorker(config_path, metrics)
-    except (MissingCredential, OSError, ValueError) as error:
+    except (MissingCredential, OSError, ValueError, KafkaException) as error:
+        # KafkaException: librdkafka refused a client setting of the mirror's `config`.
         log.error("cannot start with %s: %s", config_path, error)
         return 1
     # Several replicas on one host (tests standing in for the kubelet) need their own ports.
