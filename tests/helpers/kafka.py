@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -54,8 +54,11 @@ def create_topics(
         future.result(timeout=30)
 
 
-def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+def produce(
+    bootstrap: str, topic: str, records: Sequence[Record], security: Mapping[str, str] | None = None
+) -> None:
+    """Write `records`; `security` holds the client's TLS or SASL settings, if any."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **(security or {})})
     failures: list[str] = []
 
     def on_delivery(error: object, _message: object) -> None:
@@ -84,7 +87,13 @@ def produce(bootstrap: str, topic: str, records: Sequence[Record]) -> None:
     assert remaining == 0 and not failures, f"produce failed: {failures or remaining}"
 
 
-def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[Record]:
+def consume(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    timeout: float = 30.0,
+    security: Mapping[str, str] | None = None,
+) -> list[Record]:
     """Read `count` records from the start of `topic` (all partitions), or fail on timeout."""
     consumer = Consumer(
         {
@@ -94,6 +103,7 @@ def consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> li
             # Notice a topic created after subscribing (librdkafka waits 5 minutes otherwise).
             "topic.metadata.refresh.interval.ms": 1000,
             "enable.auto.commit": False,
+            **(security or {}),
         }
     )
     consumer.subscribe([topic])

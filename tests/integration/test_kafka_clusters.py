@@ -1,4 +1,5 @@
-"""The real Kafka clusters A and B of the dev stack: produce, consume and admin work on both."""
+"""The real Kafka clusters A and B of the dev stack: produce, consume and admin work on both,
+over every listener a mirror may use (plain, SCRAM, mutual TLS, SCRAM over TLS)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
 from tests.helpers.kafka import Record, consume, create_topics, produce
+from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -61,3 +64,68 @@ def test_admin_creates_and_describes_topics_and_configs(cluster: KafkaCluster) -
     configs = admin.describe_configs([resource])[resource].result(timeout=10)
     assert configs["cleanup.policy"].value == "compact"
     assert configs["retention.ms"].value == "3600000"
+
+
+# --- the TLS listeners ------------------------------------------------------------------------
+
+
+def mutual_tls(cluster: KafkaCluster) -> dict[str, str]:
+    """A client of the SSL listener: trusts the cluster's CA and shows the client certificate."""
+    return {
+        "security.protocol": "SSL",
+        "ssl.ca.pem": cluster.ca_certificate_pem,
+        "ssl.certificate.pem": cluster.client_certificate_pem,
+        "ssl.key.pem": cluster.client_key_pem,
+    }
+
+
+def scram_over_tls(cluster: KafkaCluster) -> dict[str, str]:
+    """A client of the SASL_SSL listener: trusts the cluster's CA and logs in with SCRAM."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.pem": cluster.ca_certificate_pem,
+        "sasl.mechanism": SCRAM_MECHANISM,
+        "sasl.username": SCRAM_USER,
+        "sasl.password": SCRAM_PASSWORD,
+    }
+
+
+@pytest.mark.parametrize("listener", ["ssl", "sasl_ssl"])
+def test_tls_listeners_carry_records_for_an_authenticated_client(
+    cluster: KafkaCluster, listener: str
+) -> None:
+    # librdkafka checks the broker's certificate and its name (127.0.0.1) by default.
+    bootstrap, security = {
+        "ssl": (cluster.ssl_bootstrap_servers, mutual_tls(cluster)),
+        "sasl_ssl": (cluster.sasl_ssl_bootstrap_servers, scram_over_tls(cluster)),
+    }[listener]
+    topic = f"{listener}-{uuid.uuid4().hex[:8]}"
+    create_topics(cluster.bootstrap_servers, [topic], partitions=2)
+    sent = [
+        Record(key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2) for i in range(20)
+    ]
+    produce(bootstrap, topic, sent, security)
+    received = consume(bootstrap, topic, len(sent), security=security)
+    assert {(r.key, r.value, r.partition) for r in received} == {
+        (r.key, r.value, r.partition) for r in sent
+    }
+
+
+def refusal(bootstrap: str, security: dict[str, str]) -> str:
+    """Why the cluster refuses this client: the first error librdkafka reports."""
+    errors: list[KafkaError] = []
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, **security, "error_cb": errors.append, "log_level": 0}
+    )
+    wait_for(lambda: producer.poll(0.1) == 0 and bool(errors), 10, "the connection to fail")
+    return str(errors[0].str())
+
+
+def test_tls_listeners_refuse_a_client_without_a_certificate_or_the_right_ca(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster
+) -> None:
+    without_certificate = {"security.protocol": "SSL", "ssl.ca.pem": kafka_a.ca_certificate_pem}
+    assert "bad certificate" in refusal(kafka_a.ssl_bootstrap_servers, without_certificate)
+    # Each cluster has its own CA: B's does not vouch for A's broker.
+    trusting_b = {**scram_over_tls(kafka_a), "ssl.ca.pem": kafka_b.ca_certificate_pem}
+    assert "certificate verify failed" in refusal(kafka_a.sasl_ssl_bootstrap_servers, trusting_b)
