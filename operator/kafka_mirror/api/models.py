@@ -310,7 +310,13 @@ class Toleration(ApiModel):
     toleration_seconds: int | None = None
 
 
-Quantity = Annotated[str, Field(max_length=64, pattern=r"^[0-9.]+[a-zA-Z]*$")]
+# Kubernetes' own quantity syntax (as kubebuilder writes it for resource.Quantity): a looser
+# pattern lets "1.2.3Gi" through to the Deployment, which the API server then fails with a 500.
+QUANTITY = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
 
 
 class Resources(ApiModel):

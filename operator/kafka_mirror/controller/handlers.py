@@ -4,6 +4,7 @@ The work itself is in `kafka_mirror.controller.reconcile`."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -94,18 +95,25 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         error = reconcile.parse_spec_error(body)
         if error is not None:
             raise kopf.PermanentError(f"the spec cannot be used: {error}")
-        converge(body)
+        try:
+            converge(body)
+        except reconcile.ChildRefused as refused:
+            raise kopf.PermanentError(str(refused)) from None  # the status timer reports it
 
     @kopf.timer(GROUP, VERSION, MIRRORS, interval=options.status_interval, registry=registry)
     def mirror_status(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
         previous = KafkaMirrorStatus.model_validate(dict(status))
         error = reconcile.parse_spec_error(body)
         events: list[Event] = []
+        if error is None:
+            try:
+                converge(body)
+            except reconcile.ChildRefused as refused:
+                error = str(refused)
         if error is not None:
             generation = body.metadata.get("generation", 0)
             current = invalid_spec_status(previous, generation, error, datetime.now(UTC))
         else:
-            converge(body)
             current, events = reconcile.observe_mirror(
                 api, body, previous, readers, datetime.now(UTC)
             )
@@ -124,7 +132,8 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def converge_mirror_of(namespace: str, mirror_name: str | None) -> None:
         mirror = reconcile.read_mirror(api, namespace, mirror_name) if mirror_name else None
         if mirror is not None and not mirror["metadata"].get("deletionTimestamp"):
-            converge(kopf.Body(cast(kopf.RawBody, mirror)))
+            with contextlib.suppress(reconcile.ChildRefused):  # the mirror's status says so
+                converge(kopf.Body(cast(kopf.RawBody, mirror)))
 
     @kopf.on.resume(GROUP, VERSION, SELECTIONS, registry=registry)
     @kopf.on.create(GROUP, VERSION, SELECTIONS, registry=registry)

@@ -15,6 +15,7 @@ from typing import Any
 import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError
 from pydantic import ValidationError
 
 from kafka_mirror import render
@@ -44,6 +45,7 @@ from kafka_mirror.topics import plan_topics
 from kafka_mirror.worker.config import WorkerConfig
 
 SELECTIONS = "mirrortopicselections"
+MAX_REFUSAL_MESSAGE = 1000  # characters of the API server's reason kept in the status
 MIRRORS = "kafkamirrors"
 
 
@@ -153,10 +155,27 @@ def converge_children(api: client.ApiClient, body: kopf.Body, image: str) -> lis
         api, config_map["metadata"]["namespace"], config_map["metadata"]["name"]
     )
     for child in desired.children:
-        apply(api, child)
+        apply_child(api, child)
     if before == config_map["data"]:
         return []
     return [s.name for s in desired.config.selections] or ["(none)"]
+
+
+class ChildRefused(ValueError):
+    """The API server refuses a child the spec rendered (say an annotation key Kubernetes does
+    not allow): only a change of the spec can fix it."""
+
+
+def apply_child(api: client.ApiClient, child: dict[str, Any]) -> None:
+    try:
+        apply(api, child)
+    except DynamicApiError as error:
+        if error.status not in (400, 422):
+            raise
+        kind, name = child["kind"], child["metadata"]["name"]
+        raise ChildRefused(
+            f"the API server refuses {kind} {name}: {error.summary()[:MAX_REFUSAL_MESSAGE]}"
+        ) from None
 
 
 def _read_config_map(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
