@@ -4,9 +4,11 @@ cache by the repository's own code (`kafka_mirror.devstack`)."""
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -18,6 +20,7 @@ from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, install_crds
 from tests.helpers.kubectl import Kubectl
+from tests.helpers.worker import StartWorker, WorkerProcess
 
 
 def _cluster(alias: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
@@ -113,3 +116,40 @@ def kubelet(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Itera
 @pytest.fixture
 def kc(kubectl: Path, kube_apiserver: KubeApiServer, namespace: str) -> Kubectl:
     return Kubectl(kubectl, kube_apiserver.kubeconfig, namespace)
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StartWorker]:
+    """Start worker processes; they are stopped (and their logs shown on failure) afterwards."""
+    workers: list[WorkerProcess] = []
+
+    def start(
+        config: dict[str, Any], name: str = "worker", env: dict[str, str] | None = None
+    ) -> WorkerProcess:
+        worker = WorkerProcess(config, tmp_path, name, env).start()
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        if worker.running():
+            worker.dump_stacks()  # shown with the log below when the test failed
+            figures = [
+                line
+                for line in (worker.get("/metrics") or "").splitlines()
+                if line.startswith(
+                    (
+                        "kafka_mirror_records_total",
+                        "kafka_mirror_errors",
+                        "kafka_mirror_lag",
+                        "kafka_mirror_cluster",
+                    )
+                )
+            ]
+            print(f"----- {worker.name} metrics -----", *figures, sep="\n")
+            try:
+                worker.stop()
+            except subprocess.TimeoutExpired:
+                print(f"----- {worker.name} did not stop within 30 s of SIGTERM -----")
+                worker.kill()
+        print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.processes import ChildProcess, free_port
+from tests.helpers.kafka import admin_for, end_offsets
+
+StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture
 
 
 def worker_config(
@@ -111,3 +114,34 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: fl
             pass
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
+    admin = admin_for(cluster.bootstrap_servers)
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.result(timeout=10).topic_partitions or []
+        if tp.offset >= 0
+    }
+
+
+def worker_group(config: dict[str, Any]) -> str:
+    return "kafka-mirror." + config["mirror"].replace("/", ".")
+
+
+def wait_until_mirrored(
+    kafka_a: KafkaCluster, config: dict[str, Any], topic: str, timeout: float = 120
+) -> None:
+    """Until the workers committed the source's end offsets: all of it acknowledged by B.
+
+    (Counting records on B is not enough: re-sent duplicates can make up for missing ones.)
+    """
+    group = worker_group(config)
+
+    def caught_up() -> bool:
+        committed = group_offsets(kafka_a, group)
+        ends = end_offsets(kafka_a.bootstrap_servers, topic)
+        return all(committed.get((topic, p), -1) >= end for p, end in ends.items())
+
+    wait_for(caught_up, timeout, "the workers to commit the whole topic", every=1)

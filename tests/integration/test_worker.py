@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,48 +23,15 @@ from tests.helpers.kafka import (
     unique,
 )
 from tests.helpers.kafka import end_offsets as kafka_end_offsets
-from tests.helpers.worker import WorkerProcess, wait_for, worker_config
+from tests.helpers.worker import (
+    StartWorker,
+    group_offsets,
+    wait_for,
+    worker_config,
+    worker_group,
+)
 
 pytestmark = pytest.mark.kafka
-
-StartWorker = Callable[..., WorkerProcess]
-
-
-@pytest.fixture
-def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StartWorker]:
-    """Start worker processes; they are stopped (and their logs shown on failure) afterwards."""
-    workers: list[WorkerProcess] = []
-
-    def start(
-        config: dict[str, Any], name: str = "worker", env: dict[str, str] | None = None
-    ) -> WorkerProcess:
-        worker = WorkerProcess(config, tmp_path, name, env).start()
-        workers.append(worker)
-        return worker
-
-    yield start
-    for worker in workers:
-        if worker.running():
-            worker.dump_stacks()  # shown with the log below when the test failed
-            figures = [
-                line
-                for line in (worker.get("/metrics") or "").splitlines()
-                if line.startswith(
-                    (
-                        "kafka_mirror_records_total",
-                        "kafka_mirror_errors",
-                        "kafka_mirror_lag",
-                        "kafka_mirror_cluster",
-                    )
-                )
-            ]
-            print(f"----- {worker.name} metrics -----", *figures, sep="\n")
-            try:
-                worker.stop()
-            except subprocess.TimeoutExpired:
-                print(f"----- {worker.name} did not stop within 30 s of SIGTERM -----")
-                worker.kill()
-        print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
 
 
 def topics_on(cluster: KafkaCluster) -> set[str]:
@@ -101,16 +64,6 @@ def commit_group(cluster: KafkaCluster, group: str, topic: str, offsets: dict[in
     result = admin.alter_consumer_group_offsets(request)[group].result(timeout=10)
     errors = [tp.error for tp in result.topic_partitions or [] if tp.error is not None]
     assert not errors, errors
-
-
-def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
-    admin = admin_for(cluster.bootstrap_servers)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result.result(timeout=10).topic_partitions or []
-        if tp.offset >= 0
-    }
 
 
 # --- selection and record fidelity ---------------------------------------------------------
@@ -359,111 +312,6 @@ def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
 
 
 # --- failures ------------------------------------------------------------------------------
-
-
-def worker_group(config: dict[str, Any]) -> str:
-    return "kafka-mirror." + config["mirror"].replace("/", ".")
-
-
-def wait_until_mirrored(kafka_a: KafkaCluster, config: dict[str, Any], topic: str) -> None:
-    """Until the workers committed the source's end offsets: all of it acknowledged by B.
-
-    (Counting records on B is not enough: re-sent duplicates can make up for missing ones.)
-    """
-    group = worker_group(config)
-
-    def caught_up() -> bool:
-        committed = group_offsets(kafka_a, group)
-        ends = end_offsets(kafka_a, topic)
-        return all(committed.get((topic, p), -1) >= end for p, end in ends.items())
-
-    wait_for(caught_up, 120, "the workers to commit the whole topic", every=1)
-
-
-def provenance_counts(cluster: KafkaCluster, remote: str) -> Counter[tuple[int, int]]:
-    """How often each source (partition, offset) is on the target, reading all of `remote`."""
-    total = sum(end_offsets(cluster, remote).values())
-    received = consume(cluster.bootstrap_servers, remote, total, timeout=120)
-    return Counter((upstream_of(r).partition, upstream_of(r).offset) for r in received)
-
-
-def test_two_replicas_share_partitions_and_a_sigkill_loses_nothing(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
-) -> None:
-    topic = unique("kill")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
-    total = 2_000_000  # at ~150,000 records/s the kill must still land mid-stream
-    produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    first = start_worker(config, "replica-1")
-    second = start_worker(config, "replica-2")
-    wait_for(
-        lambda: (
-            first.metric("kafka_mirror_records_total") > 0
-            and second.metric("kafka_mirror_records_total") > 0
-        ),
-        60,
-        "both replicas mirroring",
-    )
-
-    wait_for(
-        lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) > total // 10,
-        60,
-        "a tenth of the records on B",
-    )
-    first.kill()  # SIGKILL mid-stream
-    on_b_at_kill = sum(end_offsets(kafka_b, f"{topic}.A").values())
-    assert on_b_at_kill < total // 2, "the backlog was done before the kill: raise `total`"
-    committed_at_kill = group_offsets(kafka_a, worker_group(config))
-    produce(kafka_a.bootstrap_servers, topic, records(total // 2, partitions=8, size=100))
-    wait_until_mirrored(kafka_a, config, topic)
-
-    counts = provenance_counts(kafka_b, f"{topic}.A")
-    ends = end_offsets(kafka_a, topic)
-    expected = {(p, o) for p, end in ends.items() for o in range(end)}
-    assert set(counts) == expected, f"lost {len(expected - set(counts))} records"
-    duplicates = {key: n for key, n in counts.items() if n > 1}
-    for partition, offset in duplicates:
-        # Only records the killed replica had not committed are sent twice.
-        assert offset >= committed_at_kill.get((topic, partition), 0)
-    resent = sum(duplicates.values()) - len(duplicates)
-    print(f"SIGKILL with {on_b_at_kill} of {total} on B: {resent} records sent twice")
-
-
-def test_a_target_broker_restart_loses_nothing(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
-) -> None:
-    topic = unique("restart")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=4)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    start_worker(config)
-    total, batch = 40_000, 2_000
-    produced = threading.Event()
-
-    def steady_producer() -> None:
-        for _ in range(total // batch):
-            produce(kafka_a.bootstrap_servers, topic, records(batch, partitions=4))
-            time.sleep(0.25)
-        produced.set()
-
-    producer = threading.Thread(target=steady_producer)
-    producer.start()
-    wait_for(
-        lambda: (
-            f"{topic}.A" in topics_on(kafka_b)
-            and sum(end_offsets(kafka_b, f"{topic}.A").values()) > 0
-        ),
-        30,
-        "mirroring to start",
-    )
-    kafka_b.stop()
-    time.sleep(5)
-    kafka_b.start()
-    producer.join()
-    wait_until_mirrored(kafka_a, config, topic)
-    counts = provenance_counts(kafka_b, f"{topic}.A")
-    assert len(counts) == total
-    print(f"duplicates after a target restart: {sum(counts.values()) - total} of {total}")
 
 
 # --- bad input ------------------------------------------------------------------------------

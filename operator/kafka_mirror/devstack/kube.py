@@ -12,6 +12,7 @@ import ipaddress
 import secrets
 import shutil
 import ssl
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,14 @@ class KubeApiServer:
         self.apiserver = ServerProcess(
             "kube-apiserver", self._apiserver_command(), self.workdir / "kube-apiserver.log"
         )
+        self.apiserver.start()
+        self.apiserver.wait_until(self._healthy, timeout, "ready")
+
+    def restart_apiserver(self, down_seconds: float, timeout: float = 120.0) -> None:
+        """Stop kube-apiserver (etcd keeps the objects), wait, start it again on the same port."""
+        assert self.apiserver is not None
+        self.apiserver.stop()
+        time.sleep(down_seconds)
         self.apiserver.start()
         self.apiserver.wait_until(self._healthy, timeout, "ready")
 

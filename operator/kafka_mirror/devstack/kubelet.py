@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -87,8 +88,10 @@ class LocalKubelet:
             while not self._stopping.wait(every):
                 try:
                     self.sync()
-                except ApiException as error:
-                    print(f"[local-kubelet] {self.namespace}: {error.reason}", file=sys.stderr)
+                except (ApiException, urllib3.exceptions.HTTPError) as error:
+                    # As a kubelet, keep the pods running while the API server is away.
+                    reason = getattr(error, "reason", error)
+                    print(f"[local-kubelet] {self.namespace}: {reason}", file=sys.stderr)
 
         self._thread = threading.Thread(target=loop, name=f"kubelet-{self.namespace}", daemon=True)
         self._thread.start()
