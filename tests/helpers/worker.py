@@ -14,11 +14,12 @@ from typing import Any
 
 import yaml
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.processes import ChildProcess, free_port
-from tests.helpers.kafka import admin_for, end_offsets
+from tests.helpers.kafka import end_offsets
 
 StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture
 
@@ -104,21 +105,25 @@ class WorkerProcess(ChildProcess):
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: float = 0.25) -> None:
-    """Poll `condition`; a Kafka error while polling (a leader moving) counts as not yet."""
+    """Poll `condition`; a Kafka error or a request timing out while polling (a leader moving,
+    a broker restarting) counts as not yet."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             if condition():
                 return
-        except KafkaException:
+        except (KafkaException, TimeoutError):
             pass
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
-    admin = admin_for(cluster.bootstrap_servers)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    # A client of its own: the session's cached one kept timing out on group requests after
+    # its cluster restarted (seen with librdkafka 2.16).
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    request = [ConsumerGroupTopicPartitions(group)]
+    result = admin.list_consumer_group_offsets(request, request_timeout=10)[group]
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.result(timeout=10).topic_partitions or []

@@ -103,15 +103,14 @@ class SteadyProducer(threading.Thread):
         assert self.error is None, f"producing failed: {self.error}"
 
 
-def uncommitted(source: KafkaCluster, group: str, topics: list[str]) -> int:
-    """Records on the source the workers have not committed yet (an upper bound of what can be
-    re-sent after a fault that hits now)."""
+def resend_bound(
+    source: KafkaCluster, group: str, topics: list[str], fault: Callable[[], None]
+) -> int:
+    """Run `fault`; what it can make the workers send again: the records not committed before
+    it began, up to the source's end once it is over (an upper bound)."""
     committed = group_offsets(source, group)
-    return sum(
-        max(end - committed.get((topic, partition), 0), 0)
-        for topic in topics
-        for partition, end in end_offsets(source.bootstrap_servers, topic).items()
-    )
+    fault()
+    return sum(max(end - committed.get(key, 0), 0) for key, end in ends(source, topics).items())
 
 
 def committed_through(
@@ -174,8 +173,8 @@ def test_a_worker_sigkilled_every_few_seconds_loses_nothing(
     kills, bound, last_kill = 0, 0, time.monotonic()
     while producer.is_alive() or kills < 6:
         time.sleep(4)
-        bound += uncommitted(kafka_a, group, [topic])
-        replicas[kills % 2].kill()  # SIGKILL: no commit, no leaving the group
+        # SIGKILL: no commit, no leaving the group.
+        bound += resend_bound(kafka_a, group, [topic], replicas[kills % 2].kill)
         last_kill = time.monotonic()
         # The kubelet starts a new pod in its place.
         replicas[kills % 2] = start_worker(config, f"replica-{kills % 2}-{kills}")
@@ -184,7 +183,7 @@ def test_a_worker_sigkilled_every_few_seconds_loses_nothing(
     recovery = seconds_until_committed(kafka_a, group, [topic], since=last_kill)
     total = settle(kafka_a, config, [topic])
     report = audited(config, spark, total)
-    assert report.duplicates <= bound
+    assert report.duplicates <= bound, (report.duplicates, bound)
     outcomes.append(
         Outcome(
             f"worker SIGKILLed {kills} times, every 4 s",
@@ -214,21 +213,24 @@ def test_a_broker_restarted_mid_stream_loses_nothing(
     producer = SteadyProducer(kafka_a, topic, 200_000, per_second=10_000)
     producer.start()
     wait_for(
-        lambda: sum(end_offsets(kafka_b.bootstrap_servers, f"{topic}.A").values()) > 20_000,
+        lambda: sum(group_offsets(kafka_a, group).values()) > 20_000,
         60,
-        "mirroring to be under way",
+        "mirroring to be under way (20,000 records committed)",
     )
     restarted = kafka_b if broker == "target" else kafka_a
-    bound = uncommitted(kafka_a, group, [topic])
-    restarted.stop()
-    time.sleep(5)
-    restarted.start()
+
+    def restart() -> None:
+        restarted.stop()
+        time.sleep(5)
+        restarted.start()
+
+    bound = resend_bound(kafka_a, group, [topic], restart)
     back = time.monotonic()
     recovery = seconds_until_committed(kafka_a, group, [topic], since=back)
     producer.finish()
     total = settle(kafka_a, config, [topic])
     report = audited(config, spark, total)
-    assert report.duplicates <= bound
+    assert report.duplicates <= bound, (report.duplicates, bound)
     outcomes.append(
         Outcome(
             f"{broker} broker stopped for 5 s mid-stream",
@@ -283,9 +285,9 @@ def test_an_operator_killed_mid_reconcile_loses_nothing_and_converges(
     # A second selection and a third replica, and the operator killed while it applies them.
     apply(kube_api, selection("second", namespace, "m", [re.escape(second)]))
     apply(kube_api, mirror("m", namespace, plain, target, replicas=3))
-    time.sleep(0.3)
-    operator.kill()
-    bound = uncommitted(kafka_a, "kafka-mirror." + f"{namespace}.m", [first, second])
+    time.sleep(0.1)  # the operator has the watch events and is applying the children
+    group = f"kafka-mirror.{namespace}.m"
+    bound = resend_bound(kafka_a, group, [first, second], operator.kill)
     operator.start()
     restarted = time.monotonic()
     wait_for(
@@ -306,7 +308,7 @@ def test_an_operator_killed_mid_reconcile_loses_nothing_and_converges(
     assert report.duplicates <= bound + total // 10  # the rebalances to three replicas re-send
     outcomes.append(
         Outcome(
-            "operator SIGKILLed while applying a new selection and replicas 2→3",
+            "operator SIGKILLed 0.1 s after a new selection and replicas 2→3",
             total,
             report.missing,
             report.duplicates,
@@ -341,8 +343,12 @@ def test_an_api_server_restart_loses_nothing_and_the_status_resumes(
     time.sleep(3)
 
     before = sum(end_offsets(kafka_b.bootstrap_servers, f"{topic}.A").values())
-    bound = uncommitted(kafka_a, "kafka-mirror." + f"{namespace}.m", [topic])
-    kube_apiserver.restart_apiserver(down_seconds=10)
+    bound = resend_bound(
+        kafka_a,
+        f"kafka-mirror.{namespace}.m",
+        [topic],
+        lambda: kube_apiserver.restart_apiserver(down_seconds=10),
+    )
     back = time.monotonic()
     # The workers need no API server: they mirrored all along.
     assert sum(end_offsets(kafka_b.bootstrap_servers, f"{topic}.A").values()) > before
@@ -360,7 +366,7 @@ def test_an_api_server_restart_loses_nothing_and_the_status_resumes(
     config = applied_config(kube_api, namespace, "m")
     total = settle(kafka_a, config, [topic, later])
     report = audited(config, spark, total)
-    assert report.duplicates <= bound
+    assert report.duplicates <= bound, (report.duplicates, bound)
     outcomes.append(
         Outcome(
             "kube-apiserver down for 10 s (recovery: status current again)",
