@@ -487,13 +487,6 @@ def test_a_rotated_scram_password_rolls_the_workers_and_mirroring_goes_on(
 
 # --- client settings that would override security --------------------------------------------
 
-# The CRD's rule has one fixed message, which lists the refused keys and prefixes: a key refused
-# by its prefix (sasl.*, ssl.*) is not named. A `messageExpression` in api/models.py would name
-# it (`'…; refused: ' + self.filter(k, <the rule's test>)[0]` fits the API server's CEL cost
-# budget); until then these cases fail, and a fix makes them pass, which strict xfail reports.
-_KEY_NOT_NAMED = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="the server names the prefix rule, not the key"
-)
 SECURITY_KEYS = (
     "security.protocol",
     "sasl.jaas.config",
@@ -508,13 +501,7 @@ def source_setting(key: str) -> dict[str, Any]:
     return {"alias": "A", "bootstrapServers": "kafka-a:9093", "config": {key: "x"}}
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(key, marks=_KEY_NOT_NAMED if key.startswith(("sasl.", "ssl.")) else ())
-        for key in SECURITY_KEYS
-    ],
-)
+@pytest.mark.parametrize("key", SECURITY_KEYS)
 def test_the_api_server_refuses_client_settings_that_override_security(
     kube_api: client.ApiClient, namespace: str, key: str
 ) -> None:
