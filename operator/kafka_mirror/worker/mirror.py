@@ -56,6 +56,7 @@ BATCH_SIZE = 5000
 POLL_SECONDS = 0.1
 LATENCY_SAMPLE_SECONDS = 0.01  # at most 100 latency samples a second per partition
 SLOW_TASK_SECONDS = 2.0
+MAX_BACKOFF_SECONDS = 60.0  # between retries of a failing periodic task
 ERROR_LOG_INTERVAL = 60.0  # seconds between two log lines of the same client error
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
@@ -134,11 +135,14 @@ class PartitionFlow:
 
 
 class Periodic:
-    """A task run every `interval` seconds from the loop; failures are logged, not raised."""
+    """A task run every `interval` seconds from the loop; failures are logged, not raised.
+    Slow failures (timeouts) back off, doubling up to MAX_BACKOFF_SECONDS, so that a task stuck
+    in timeouts cannot take the loop's time from mirroring."""
 
     def __init__(self, name: str, interval: float, task: Callable[[], None]) -> None:
         self.name, self.interval, self.task = name, interval, task
         self.due = 0.0
+        self.failures = 0
 
     def run_if_due(self, now: float, on_error: Callable[[str, Exception], None]) -> None:
         if now < self.due:
@@ -147,8 +151,13 @@ class Periodic:
         started = time.monotonic()
         try:
             self.task()
+            self.failures = 0
         except (KafkaException, OSError, TimeoutError, ValueError) as error:
             on_error(self.name, error)
+            ended = time.monotonic()
+            if ended - started > SLOW_TASK_SECONDS:
+                self.failures += 1
+                self.due = ended + min(self.interval * 2**self.failures, MAX_BACKOFF_SECONDS)
         took = time.monotonic() - started
         if took > SLOW_TASK_SECONDS:
             log.warning("%s took %.1fs (mirroring waits meanwhile)", self.name, took)
@@ -191,10 +200,12 @@ class MirrorWorker:
         defaults = {"socket.nagle.disable": True, "client.id": client_id}
         source: dict[str, Any] = {**defaults, **config.source.client_config()}
         target: dict[str, Any] = {**defaults, **config.target.client_config()}
-        source_admin: dict[str, Any] = {**source, "error_cb": self._client_error("source")}
-        target_admin: dict[str, Any] = {**target, "error_cb": self._client_error("target")}
-        self.source_admin = AdminClient(source_admin)
-        self.target_admin = AdminClient(target_admin)
+        self.admin_settings: dict[str, dict[str, Any]] = {
+            "source": {**source, "error_cb": self._client_error("source")},
+            "target": {**target, "error_cb": self._client_error("target")},
+        }
+        self.source_admin = AdminClient(self.admin_settings["source"])
+        self.target_admin = AdminClient(self.admin_settings["target"])
         self.consumer = Consumer(
             {
                 **source,
@@ -352,7 +363,7 @@ class MirrorWorker:
 
     def _task_failed(self, name: str, error: Exception) -> None:
         self.metrics.errors.labels(name).inc()
-        log.error("%s failed (will retry): %s", name, error)
+        log.error("%s failed (will retry): %s", name, str(error) or type(error).__name__)
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:
@@ -681,7 +692,20 @@ class MirrorWorker:
             if self.subscribed
             else {}
         )
-        self.checkpointer.run_once(owned)
+        try:
+            self.checkpointer.run_once(owned)
+        except TimeoutError:
+            # After a broker restart librdkafka's admin client (2.16) can keep timing out on
+            # group requests that a new client has answered at once.
+            self._renew_admin_clients()
+            raise
+
+    def _renew_admin_clients(self) -> None:
+        log.info("admin requests timed out: reconnecting the admin clients")
+        self.source_admin = AdminClient(self.admin_settings["source"])
+        self.target_admin = AdminClient(self.admin_settings["target"])
+        self.checkpointer.source_admin = self.source_admin
+        self.checkpointer.target_admin = self.target_admin
 
     def _heartbeat(self) -> None:
         if not self.config.heartbeats.enabled or not self.internal_topics_ready:

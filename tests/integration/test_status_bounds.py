@@ -1,0 +1,87 @@
+"""A mirror over 5,000 topics, run by the real operator and worker on a pair of Kafka clusters
+of its own: the status counts every topic exactly while its lists stay bounded, so the object
+stays far below what the API server accepts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from kubernetes import client
+
+from kafka_mirror.controller.status import MAX_TOPIC_NAMES, MAX_TOPIC_STATUSES
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kubelet import LocalKubelet
+from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.kube import apply
+from tests.helpers.kafka import create_topics
+from tests.helpers.objects import get_custom, mirror, selection, status_of
+from tests.helpers.worker import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+TOPICS = 5_000
+# etcd's default request limit, which bounds every object the API server stores.
+API_SERVER_OBJECT_LIMIT = 1_572_864
+
+
+@pytest.fixture(scope="module")
+def wide_clusters(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    """Clusters of their own, so 5,000 topics do not slow the session's other tests."""
+    clusters = [KafkaCluster(a, tmp_path_factory.mktemp(f"wide-{a}")) for a in ("A", "B")]
+    for cluster in clusters:
+        cluster.start()
+    yield clusters[0], clusters[1]
+    for cluster in clusters:
+        cluster.remove()
+
+
+def size_of(obj: object) -> int:
+    return len(json.dumps(obj).encode())
+
+
+def test_a_mirror_of_5000_topics_keeps_its_status_small_and_its_counts_exact(
+    wide_clusters: tuple[KafkaCluster, KafkaCluster],
+    kube_api: client.ApiClient,
+    namespace: str,
+    operator: OperatorProcess,
+    kubelet: LocalKubelet,
+    tmp_path: Path,
+) -> None:
+    kafka_a, kafka_b = wide_clusters
+    names = [f"wide.{i:04d}.{'x' * 200}" for i in range(TOPICS)]  # long names: the worst case
+    for start in range(0, TOPICS, 500):
+        create_topics(kafka_a.bootstrap_servers, names[start : start + 500])
+    producer = Producer({"bootstrap.servers": kafka_a.bootstrap_servers, "linger.ms": 50})
+    for name in names:
+        producer.produce(name, value=b"one record per topic")
+    assert producer.flush(120) == 0
+
+    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": kafka_b.bootstrap_servers}
+    apply(kube_api, mirror("wide", namespace, plain, target))
+    apply(kube_api, selection("wide", namespace, "wide", ["wide\\..*"]))
+    wait_for(
+        lambda: status_of(kube_api, namespace, "wide").get("activeTopicCount") == TOPICS,
+        600,
+        f"all {TOPICS} topics active",
+        every=5,
+    )
+    found = get_custom(kube_api, namespace, "kafkamirrors", "wide")
+    status = found["status"]
+    assert len(status["activeTopics"]) == MAX_TOPIC_NAMES
+    assert len(status["topics"]) <= MAX_TOPIC_STATUSES
+    chosen = get_custom(kube_api, namespace, "mirrortopicselections", "wide")
+    assert chosen["status"]["matchedTopicCount"] == TOPICS
+    assert len(chosen["status"]["matchedTopics"]) == MAX_TOPIC_NAMES
+    for obj in (found, chosen):
+        assert size_of(obj) < API_SERVER_OBJECT_LIMIT // 10
+    print(
+        f"{TOPICS} topics of {len(names[0])} characters: KafkaMirror {size_of(found):,} bytes, "
+        f"MirrorTopicSelection {size_of(chosen):,} bytes "
+        f"(limit {API_SERVER_OBJECT_LIMIT:,})"
+    )
