@@ -45,8 +45,8 @@ from kafka_mirror.topics import plan_topics
 from kafka_mirror.worker.config import WorkerConfig
 
 SELECTIONS = "mirrortopicselections"
-MAX_REFUSAL_MESSAGE = 1000  # characters of the API server's reason kept in the status
 MIRRORS = "kafkamirrors"
+MAX_REFUSAL_MESSAGE = 1000  # characters of the API server's reason kept in the status
 
 
 class SecretProblem(Exception):

@@ -149,16 +149,19 @@ class Periodic:
             return
         self.due = now + self.interval
         started = time.monotonic()
+        failed = False
         try:
             self.task()
-            self.failures = 0
         except (KafkaException, OSError, TimeoutError, ValueError) as error:
             on_error(self.name, error)
-            ended = time.monotonic()
-            if ended - started > SLOW_TASK_SECONDS:
-                self.failures += 1
-                self.due = ended + min(self.interval * 2**self.failures, MAX_BACKOFF_SECONDS)
-        took = time.monotonic() - started
+            failed = True
+        ended = time.monotonic()
+        took = ended - started
+        if not failed:
+            self.failures = 0
+        elif took > SLOW_TASK_SECONDS:
+            self.failures += 1
+            self.due = ended + min(self.interval * 2**self.failures, MAX_BACKOFF_SECONDS)
         if took > SLOW_TASK_SECONDS:
             log.warning("%s took %.1fs (mirroring waits meanwhile)", self.name, took)
 
