@@ -1,4 +1,5 @@
-"""A development certificate authority per dev-stack Kafka cluster, for its TLS listeners.
+"""Development certificates: a CA per dev-stack Kafka cluster for its TLS listeners (and the
+helpers the kube-apiserver's certificates are made with).
 
 Each cluster gets its own CA, a broker certificate for 127.0.0.1 and localhost, and a client
 certificate for mutual TLS, all PEM: Kafka reads PEM key and trust stores directly (no keytool,
@@ -21,6 +22,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALIDITY = datetime.timedelta(days=3650)  # a dev stack's data directory can live for years
 CLOCK_SKEW = datetime.timedelta(hours=1)
+# What a server on this machine is reached by.
+LOOPBACK: list[x509.GeneralName] = [
+    x509.DNSName("localhost"),
+    x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+]
 
 
 @dataclass(frozen=True)
@@ -58,30 +64,42 @@ def ensure_cluster_certificates(directory: Path, alias: str) -> ClusterCertifica
     if files.complete():
         return files
     directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name(f"kafka-mirror dev CA {alias}")
-    ca = (
-        _builder(ca_name, ca_name, ca_key.public_key())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(cert_sign=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
+    ca_key, ca = certificate_authority(f"kafka-mirror dev CA {alias}")
+    broker_key, broker = issue_certificate(
+        ca, ca_key, f"kafka-{alias.lower()} broker", ExtendedKeyUsageOID.SERVER_AUTH, LOOPBACK
     )
-    broker_key, broker = _leaf(
-        ca,
-        ca_key,
-        f"kafka-{alias.lower()} broker",
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))],
-    )
-    client_key, client = _leaf(
+    client_key, client = issue_certificate(
         ca, ca_key, "kafka-mirror dev client", ExtendedKeyUsageOID.CLIENT_AUTH, []
     )
-    _write(files.ca_certificate, _pem(ca))
-    _write(files.broker_keystore, _key_pem(broker_key) + _pem(broker) + _pem(ca), private=True)
-    _write(files.client_certificate, _pem(client))
-    _write(files.client_key, _key_pem(client_key), private=True)
+    _write(files.ca_certificate, certificate_pem(ca))
+    _write(
+        files.broker_keystore,
+        key_pem(broker_key) + certificate_pem(broker) + certificate_pem(ca),
+        private=True,
+    )
+    _write(files.client_certificate, certificate_pem(client))
+    _write(files.client_key, key_pem(client_key), private=True)
     return files
+
+
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def certificate_authority(
+    common_name: str,
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed CA that may sign leaf certificates only."""
+    key = new_key()
+    name = _name(common_name)
+    certificate = (
+        _builder(name, name, key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, certificate
 
 
 def _name(common_name: str) -> x509.Name:
@@ -117,7 +135,7 @@ def _key_usage(cert_sign: bool) -> x509.KeyUsage:
     )
 
 
-def _leaf(
+def issue_certificate(
     ca: x509.Certificate,
     ca_key: ec.EllipticCurvePrivateKey,
     common_name: str,
@@ -125,7 +143,7 @@ def _leaf(
     alternative_names: list[x509.GeneralName],
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     """A key and a certificate for it, signed by the CA, for one use (server or client)."""
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = new_key()
     builder = (
         _builder(_name(common_name), ca.subject, key.public_key())
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -142,11 +160,11 @@ def _leaf(
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
-def _pem(certificate: x509.Certificate) -> str:
+def certificate_pem(certificate: x509.Certificate) -> str:
     return certificate.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
+def key_pem(key: ec.EllipticCurvePrivateKey) -> str:
     """Unencrypted PKCS#8 ("PRIVATE KEY"): what Kafka's PEM key store and librdkafka read."""
     return key.private_bytes(
         serialization.Encoding.PEM,

@@ -7,8 +7,6 @@ group, written into a kubeconfig for kubectl, the kubernetes client and kopf.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import secrets
 import shutil
 import ssl
@@ -18,51 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from kafka_mirror.devstack.builds import ETCD, KUBE_APISERVER
+from kafka_mirror.devstack.certificates import (
+    LOOPBACK,
+    certificate_authority,
+    certificate_pem,
+    issue_certificate,
+    key_pem,
+    new_key,
+)
 from kafka_mirror.devstack.processes import ServerProcess, free_port, port_open
-
-
-def _key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
-
-
-def _certificate(
-    subject: str, key: rsa.RSAPrivateKey, issuer: tuple[x509.Certificate, rsa.RSAPrivateKey] | None
-) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer[0].subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-    )
-    if issuer is None:
-        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-    else:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-    return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
 
 
 @dataclass
@@ -89,17 +55,24 @@ class KubeApiServer:
         return self.workdir / "pki"
 
     def _write_credentials(self) -> None:
-        if (self.pki / "token.csv").exists():
-            return
+        if (self.pki / "token.csv").exists() and (self.pki / "sa.pub").exists():
+            return  # kept across restarts (a stack from before sa.pub is given new ones)
         self.pki.mkdir(parents=True, exist_ok=True)
-        ca_key = _key()
-        ca = _certificate("kafka-mirror-dev-ca", ca_key, None)
-        server_key = _key()
-        server = _certificate("kube-apiserver", server_key, (ca, ca_key))
-        (self.pki / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-        (self.pki / "server.crt").write_bytes(server.public_bytes(serialization.Encoding.PEM))
-        (self.pki / "server.key").write_bytes(_pem_key(server_key))
-        (self.pki / "sa.key").write_bytes(_pem_key(_key()))
+        ca_key, ca = certificate_authority("kafka-mirror dev kube CA")
+        server_key, server = issue_certificate(
+            ca, ca_key, "kube-apiserver", ExtendedKeyUsageOID.SERVER_AUTH, LOOPBACK
+        )
+        (self.pki / "ca.crt").write_text(certificate_pem(ca))
+        (self.pki / "server.crt").write_text(certificate_pem(server))
+        (self.pki / "server.key").write_text(key_pem(server_key))
+        # The service-account key pair: tokens signed with ES256, checked with the public half.
+        service_accounts = new_key()
+        (self.pki / "sa.key").write_text(key_pem(service_accounts))
+        (self.pki / "sa.pub").write_bytes(
+            service_accounts.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
         token = secrets.token_hex(24)
         (self.pki / "token.csv").write_text(f'{token},admin,admin,"system:masters"\n')
         self.kubeconfig.write_text(
@@ -161,7 +134,7 @@ class KubeApiServer:
             "--authorization-mode=RBAC",
             "--disable-admission-plugins=ServiceAccount",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={self.pki / 'sa.key'}",
+            f"--service-account-key-file={self.pki / 'sa.pub'}",
             f"--service-account-signing-key-file={self.pki / 'sa.key'}",
             "--v=0",
         ]
