@@ -54,9 +54,12 @@ def test_a_hostile_mirror_is_refused_or_renders_with_the_operators_settings_winn
     assert template["metadata"]["annotations"][render.CONFIG_CHECKSUM_ANNOTATION] == "0123abcd"
     assert template["metadata"]["labels"] == render.selector_labels("m")
     for cluster in (config.source, config.target):
-        settings = cluster.client_config(environ={})
+        settings = cluster.client_config(environ=dict.fromkeys(cluster.credential_envs(), "x"))
         assert settings["bootstrap.servers"] == cluster.bootstrap_servers
-        assert settings["security.protocol"] == "PLAINTEXT"
+        protocol = ("SASL_" if cluster.sasl else "") + (
+            "SSL" if cluster.tls.enabled else "PLAINTEXT"
+        )
+        assert settings["security.protocol"] == protocol  # as the tls and sasl sections say
         assert not [k for k in cluster.config if is_forbidden_config_key(k)]
 
 
