@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +57,8 @@ POLL_SECONDS = 0.1
 LATENCY_SAMPLE_SECONDS = 0.01  # at most 100 latency samples a second per partition
 SLOW_TASK_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 60.0  # between retries of a failing periodic task
+DELIVERY_CHECK_SECONDS = 5.0
+PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target answering
 ERROR_LOG_INTERVAL = 60.0  # seconds between two log lines of the same client error
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
@@ -79,7 +81,9 @@ class PartitionFlow:
 
     `in_flight` holds the reported records not yet acknowledged, each with the number and bytes
     of the records up to it; `unreported` counts records queued after the last reported one.
-    `acknowledged` is one past the newest upstream offset B has acknowledged (-1: none yet).
+    `acknowledged` is the upstream offset before which B holds every record consumed: one past
+    the newest acknowledged, or the first record's offset while none is. `abandoned` flows
+    belonged to a producer given up on: its late reports change nothing.
     """
 
     topic: str
@@ -96,6 +100,7 @@ class PartitionFlow:
     next_sync_point: int = 0
     acknowledged: int = -1
     failed: bool = False
+    abandoned: bool = False
     records: int = 0
     bytes: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -116,6 +121,8 @@ class PartitionFlow:
 
     def delivered(self, error: KafkaError | None, message: Message) -> None:
         """Delivery report from the target; reports of one partition arrive in order."""
+        if self.abandoned:
+            return
         upstream, timestamp_ms, records, size = self.in_flight.popleft()
         if error is not None or self.failed:
             self.failed = True  # never acknowledge past a refused record
@@ -166,6 +173,29 @@ class Periodic:
             log.warning("%s took %.1fs (mirroring waits meanwhile)", self.name, took)
 
 
+def rewind_points(flows: Iterable[PartitionFlow]) -> list[TopicPartition]:
+    """Where to consume again to re-send what a producer given up on held: each partition's
+    first record not acknowledged, for the partitions with records waiting."""
+    return [TopicPartition(f.topic, f.partition, f.acknowledged) for f in flows if not f.settled()]
+
+
+@dataclass
+class DeliveryWatch:
+    """Notices acknowledgements stopping: records waiting for them, and `progress` (the sum of
+    the waiting partitions' acknowledged offsets) unchanged for `patience` seconds."""
+
+    patience: float
+    progress: int | None = None
+    since: float = 0.0
+
+    def stalled(self, progress: int | None, now: float) -> bool:
+        """`progress` is None when nothing waits for an acknowledgement."""
+        if progress is None or progress != self.progress:
+            self.progress, self.since = progress, now
+            return False
+        return now - self.since >= self.patience
+
+
 class MirrorWorker:
     def __init__(self, config_path: Path, metrics: WorkerMetrics) -> None:
         self.config_path = config_path
@@ -181,6 +211,9 @@ class MirrorWorker:
         self.remote_partitions: dict[str, int] = {}
         self.flows: dict[tuple[str, int], PartitionFlow] = {}
         self.held: dict[tuple[str, int], TopicPartition] = {}
+        # Partitions rewound for a new producer, until their first record is consumed again:
+        # the (asynchronous) seek may not have moved the consumer's position yet.
+        self.rewound: dict[tuple[str, int], int] = {}
         self.internal_topics_ready = False
         self._last_problems: list[str] = []
         self._logged_errors: dict[tuple[str, int], float] = {}
@@ -191,7 +224,9 @@ class MirrorWorker:
             Periodic("configs", self.config.topic_config_sync.interval_seconds, self._sync_configs),
             Periodic("checkpoints", self.config.checkpoints.interval_seconds, self._checkpoint),
             Periodic("heartbeats", self.config.heartbeats.interval_seconds, self._heartbeat),
+            Periodic("deliveries", DELIVERY_CHECK_SECONDS, self._check_deliveries),
         ]
+        self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
 
     # --- clients --------------------------------------------------------------------------
 
@@ -236,9 +271,12 @@ class MirrorWorker:
             "queue.buffering.max.messages": 200_000,
             "queue.buffering.max.kbytes": 256 * 1024,
         }
-        self.producer = Producer(
-            {**target, **producer_settings, "error_cb": self._client_error("target")}
-        )
+        self.producer_settings = {
+            **target,
+            **producer_settings,
+            "error_cb": self._client_error("target"),
+        }
+        self.producer = Producer(self.producer_settings)
         at_source = config.offset_syncs.location == "source"
         self.syncs_producer = (
             Producer(
@@ -452,6 +490,8 @@ class MirrorWorker:
             self.consumer.seek(held)
             self.held[(topic, partition)] = held
             return None
+        # Rewound: the first record comes from where it went (the seek drops what was fetched).
+        first = min(offset, self.rewound.pop((topic, partition), offset))
         flow = PartitionFlow(
             topic,
             partition,
@@ -460,6 +500,7 @@ class MirrorWorker:
             SyncEmitter(self.config.offset_syncs.max_lag),
             self._publish_sync,
             self._fail,
+            acknowledged=first,
         )
         self.flows[(topic, partition)] = flow
         return flow
@@ -492,13 +533,16 @@ class MirrorWorker:
 
         With nothing waiting for an acknowledgement that is the consumer's position, which also
         steps over records not mirrored (cycles) and transaction markers; else one past the
-        newest acknowledged.
+        newest acknowledged; for a partition rewound and not consumed since, where it went.
         """
         offsets = []
         for position in self.consumer.position(partitions):
-            flow = self.flows.get((position.topic, position.partition))
-            settled = flow is None or flow.settled()
-            offset = position.offset if settled else flow.acknowledged  # type: ignore[union-attr]
+            key = (position.topic, position.partition)
+            flow = self.flows.get(key)
+            if flow is None:
+                offset = self.rewound.get(key, position.offset)
+            else:
+                offset = position.offset if flow.settled() else flow.acknowledged
             if offset >= 0:
                 offsets.append(TopicPartition(position.topic, position.partition, offset))
         return offsets
@@ -555,6 +599,7 @@ class MirrorWorker:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before giving partitions to another replica, pass the barrier for them."""
+        log.info("revoked %d partitions", len(partitions))
         try:
             self._barrier(partitions)
         except KafkaException as error:
@@ -568,6 +613,7 @@ class MirrorWorker:
         for tp in partitions:
             self.flows.pop((tp.topic, tp.partition), None)
             self.held.pop((tp.topic, tp.partition), None)
+            self.rewound.pop((tp.topic, tp.partition), None)
             with suppress(KeyError):  # no lag reported for it yet
                 self.metrics.lag.remove(tp.topic, str(tp.partition))
 
@@ -709,6 +755,46 @@ class MirrorWorker:
         self.target_admin = AdminClient(self.admin_settings["target"])
         self.checkpointer.source_admin = self.source_admin
         self.checkpointer.target_admin = self.target_admin
+
+    def _check_deliveries(self) -> None:
+        waiting = [flow.acknowledged for flow in self.flows.values() if not flow.settled()]
+        if not self.delivery_watch.stalled(sum(waiting) if waiting else None, time.monotonic()):
+            return
+        try:
+            self.target_admin.list_topics(timeout=remote_topics.ADMIN_TIMEOUT)
+        except KafkaException:
+            return  # the target is down: waiting for it is right
+        # The target answers, yet the producer has had nothing acknowledged for minutes: seen
+        # after a target broker restart under load (librdkafka 2.16), stuck until the records
+        # time out (300 s) and the gapless guarantee stops the worker.
+        self._renew_producer()
+
+    def _renew_producer(self) -> None:
+        """Give up on the producer: re-send from each partition's last acknowledged record."""
+        log.warning(
+            "the target acknowledged nothing for %.0fs although it answers: replacing the "
+            "producer and re-sending what it held",
+            self.delivery_watch.patience,
+        )
+        self.metrics.errors.labels("producer stalled").inc()
+        for point in rewind_points(self.flows.values()):
+            self.rewound[(point.topic, point.partition)] = point.offset
+            try:
+                self.consumer.seek(point)
+            except KafkaException as error:
+                # Going on could commit past records that were never acknowledged.
+                self._fail(f"cannot rewind {point.topic}[{point.partition}]: {error}")
+                return
+        for flow in self.flows.values():
+            flow.abandoned = True
+        self.flows.clear()
+        stuck, self.producer = self.producer, Producer(self.producer_settings)
+        if self.syncs_producer is stuck:
+            self.syncs_producer = self.producer
+        self.checkpointer.producer = self.producer
+        stuck.purge()
+        stuck.poll(0)  # its purged records' reports, to abandoned flows
+        self.delivery_watch.progress = None
 
     def _heartbeat(self) -> None:
         if not self.config.heartbeats.enabled or not self.internal_topics_ready:
