@@ -59,6 +59,7 @@ SLOW_TASK_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 60.0  # between retries of a failing periodic task
 DELIVERY_CHECK_SECONDS = 5.0
 PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target answering
+TARGET_PROBE_SECONDS = 5.0
 ERROR_LOG_INTERVAL = 60.0  # seconds between two log lines of the same client error
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
@@ -760,11 +761,13 @@ class MirrorWorker:
         waiting = [flow.acknowledged for flow in self.flows.values() if not flow.settled()]
         if not self.delivery_watch.stalled(sum(waiting) if waiting else None, time.monotonic()):
             return
-        try:
-            self.target_admin.list_topics(timeout=remote_topics.ADMIN_TIMEOUT)
-        except KafkaException:
+        if not self.reachable["target"]:
             return  # the target is down: waiting for it is right
-        # The target answers, yet the producer has had nothing acknowledged for minutes: seen
+        try:
+            self.target_admin.list_topics(timeout=TARGET_PROBE_SECONDS)
+        except KafkaException:
+            return
+        # The target answers, yet the producer has had nothing acknowledged for a minute: seen
         # after a target broker restart under load (librdkafka 2.16), stuck until the records
         # time out (300 s) and the gapless guarantee stops the worker.
         self._renew_producer()
