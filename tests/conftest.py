@@ -4,27 +4,35 @@ cache by the repository's own code (`kafka_mirror.devstack`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
+from pyspark.sql import SparkSession
 
+from kafka_mirror.audit.spark import session
 from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, install_crds
+from tests.helpers.faults import Outcome
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.worker import StartWorker, WorkerProcess
 
 
-def _cluster(alias: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(alias, tmp_path_factory.mktemp(f"kafka-{alias}"))
+def _cluster(
+    alias: str, tmp_path_factory: pytest.TempPathFactory, brokers: int = 1
+) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(alias, tmp_path_factory.mktemp(f"kafka-{alias}"), brokers=brokers)
     cluster.start()
     yield cluster
     cluster.remove()
@@ -40,6 +48,13 @@ def kafka_a(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """Real Kafka cluster B (KRaft, one node) on a loopback port."""
     yield from _cluster("B", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kafka_b3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A target cluster B of three brokers (node 1 also the KRaft controller), for the tests
+    that stop one broker (`stop_broker(2)` or `3`) to stall the partitions that need it."""
+    yield from _cluster("B", tmp_path_factory, brokers=3)
 
 
 @pytest.fixture(scope="session")
@@ -153,3 +168,26 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
                 print(f"----- {worker.name} did not stop within 30 s of SIGTERM -----")
                 worker.kill()
         print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    spark = session("local[2]", {})
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> Iterator[list[Outcome]]:
+    """Collects each test's figures; printed as a table (and written as JSON to the path in
+    $FAULT_FIGURES, for the docs) after the module."""
+    rows: list[Outcome] = []
+    yield rows
+    print("\n| fault | records | lost | duplicates (bound) | recovery s |")
+    for row in rows:
+        print(
+            f"| {row.fault} | {row.records:,} | {row.lost} | "
+            f"{row.duplicates:,} (≤ {row.duplicate_bound:,}) | {row.recovery_seconds:.1f} |"
+        )
+    if target := os.environ.get("FAULT_FIGURES"):
+        Path(target).write_text(json.dumps([asdict(row) for row in rows], indent=2))

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -18,7 +19,7 @@ class Record:
 
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: tuple[tuple[str, bytes | None], ...] = ()
     timestamp: int | None = None
     partition: int | None = None
     offset: int | None = None
@@ -42,13 +43,26 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def create_topics(
-    bootstrap: str, names: Sequence[str], partitions: int = 1, config: dict[str, str] | None = None
+    bootstrap: str,
+    names: Sequence[str],
+    partitions: int = 1,
+    config: dict[str, str] | None = None,
+    replication_factor: int = 1,
+    replica_assignment: Sequence[Sequence[int]] | None = None,
 ) -> None:
+    """Create topics; `replica_assignment` (each partition's brokers, the preferred leader
+    first) replaces `partitions` and `replication_factor`."""
+    layout: dict[str, Any] = (
+        # librdkafka wants the partition count with an assignment (not its replica count).
+        {
+            "num_partitions": len(replica_assignment),
+            "replica_assignment": [list(brokers) for brokers in replica_assignment],
+        }
+        if replica_assignment is not None
+        else {"num_partitions": partitions, "replication_factor": replication_factor}
+    )
     futures = admin_for(bootstrap).create_topics(
-        [
-            NewTopic(n, num_partitions=partitions, replication_factor=1, config=config or {})
-            for n in names
-        ]
+        [NewTopic(n, config=config or {}, **layout) for n in names]
     )
     for future in futures.values():
         future.result(timeout=30)

@@ -6,14 +6,8 @@ what was not committed when the fault hit, and recovers; the figures are printed
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,15 +16,18 @@ from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror import render
-from kafka_mirror.audit.main import audit
-from kafka_mirror.audit.report import AuditReport
-from kafka_mirror.audit.spark import session
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
-from kafka_mirror.worker.config import WorkerConfig
+from tests.helpers.faults import (
+    Outcome,
+    SteadyProducer,
+    audit_and_record,
+    resend_bound,
+    seconds_until_committed,
+)
 from tests.helpers.kafka import create_topics, end_offsets, produce, records, unique
 from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
 from tests.helpers.worker import (
@@ -42,133 +39,6 @@ from tests.helpers.worker import (
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-@dataclass
-class Outcome:
-    """What a user wants to know after a fault."""
-
-    fault: str
-    records: int  # source records the audit checked
-    lost: int
-    duplicates: int
-    duplicate_bound: int  # records not yet committed when the faults hit
-    recovery_seconds: float  # until everything produced before the fault was committed
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    spark = session("local[2]", {})
-    yield spark
-    spark.stop()
-
-
-@pytest.fixture(scope="module")
-def outcomes() -> Iterator[list[Outcome]]:
-    """Collects each test's figures; printed as a table (and written as JSON to the path in
-    $FAULT_FIGURES, for the docs) after the module."""
-    rows: list[Outcome] = []
-    yield rows
-    print("\n| fault | records | lost | duplicates (bound) | recovery s |")
-    for row in rows:
-        print(
-            f"| {row.fault} | {row.records:,} | {row.lost} | "
-            f"{row.duplicates:,} (≤ {row.duplicate_bound:,}) | {row.recovery_seconds:.1f} |"
-        )
-    if target := os.environ.get("FAULT_FIGURES"):
-        Path(target).write_text(json.dumps([asdict(row) for row in rows], indent=2))
-
-
-class SteadyProducer(threading.Thread):
-    """Produces `total` records to `topic` at about `per_second`, in batches."""
-
-    def __init__(self, cluster: KafkaCluster, topic: str, total: int, per_second: int) -> None:
-        super().__init__(daemon=True)
-        self.cluster, self.topic, self.total, self.per_second = cluster, topic, total, per_second
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        batch = max(self.per_second // 4, 1)
-        try:
-            for _ in range(self.total // batch):
-                started = time.monotonic()
-                produce(self.cluster.bootstrap_servers, self.topic, records(batch, partitions=8))
-                time.sleep(max(0.0, 0.25 - (time.monotonic() - started)))
-        except BaseException as error:  # shown by finish()
-            self.error = error
-
-    def finish(self, timeout: float = 300) -> None:
-        self.join(timeout)
-        assert not self.is_alive(), "the producer did not finish"
-        assert self.error is None, f"producing failed: {self.error}"
-
-
-def resend_bound(
-    source: KafkaCluster, group: str, topics: list[str], fault: Callable[[], None]
-) -> int:
-    """Run `fault`; what it can make the workers send again: the records not committed before
-    it began, up to the source's end once it is over (an upper bound)."""
-    committed = group_offsets(source, group)
-    fault()
-    return sum(max(end - committed.get(key, 0), 0) for key, end in ends(source, topics).items())
-
-
-def committed_through(
-    source: KafkaCluster, group: str, targets: dict[tuple[str, int], int]
-) -> Callable[[], bool]:
-    def done() -> bool:
-        committed = group_offsets(source, group)
-        return all(committed.get(key, -1) >= offset for key, offset in targets.items())
-
-    return done
-
-
-def ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int], int]:
-    return {
-        (topic, partition): end
-        for topic in topics
-        for partition, end in end_offsets(source.bootstrap_servers, topic).items()
-    }
-
-
-def seconds_until_committed(
-    source: KafkaCluster, group: str, topics: list[str], since: float, timeout: float = 180
-) -> float:
-    """Seconds from `since` until the workers committed everything on the source now."""
-    wait_for(committed_through(source, group, ends(source, topics)), timeout, "the commits")
-    return time.monotonic() - since
-
-
-def audited(config: dict[str, Any], spark: SparkSession, total: int) -> AuditReport:
-    report = audit(WorkerConfig.model_validate(config), spark)
-    assert report.result == "Passed", report.summary().message
-    assert report.missing == 0 and report.records_checked == total, report.summary().message
-    return report
-
-
-def settle(kafka_a: KafkaCluster, config: dict[str, Any], topics: list[str]) -> int:
-    """Wait until everything on the source is committed; the number of source records."""
-    targets = ends(kafka_a, topics)
-    wait_for(committed_through(kafka_a, worker_group(config), targets), 180, "final commits")
-    return sum(targets.values())
-
-
-def audit_and_record(
-    outcomes: list[Outcome],
-    fault: str,
-    kafka_a: KafkaCluster,
-    config: dict[str, Any],
-    topics: list[str],
-    spark: SparkSession,
-    bound: int,
-    recovery: float,
-) -> None:
-    """Wait for the final commits, run the audit (it must pass with nothing missing), hold the
-    re-sends to `bound`, and record the figures."""
-    total = settle(kafka_a, config, topics)
-    report = audited(config, spark, total)
-    assert report.duplicates <= bound, (report.duplicates, bound)
-    outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))
 
 
 # --- the worker ----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The real Kafka clusters A and B of the dev stack: produce, consume and admin work on both,
-over every listener a mirror may use (plain, SCRAM, mutual TLS, SCRAM over TLS)."""
+"""The real Kafka clusters A and B of the dev stack (and the three-broker B3): produce, consume
+and admin work on each, over every listener a mirror may use (plain, SCRAM, mutual TLS, SCRAM
+over TLS)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from tests.helpers.worker import wait_for
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture(params=["A", "B"])
+@pytest.fixture(params=["A", "B", "B3"])
 def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
+    """Each cluster: A and B of one node, and the three-broker B3 (whose partitions on nodes 2
+    and 3 are reached over their own listeners)."""
     return request.getfixturevalue(f"kafka_{request.param.lower()}")  # type: ignore[no-any-return]
 
 

@@ -1,4 +1,5 @@
-"""A real single-node Apache Kafka cluster in KRaft mode, on loopback ports."""
+"""A real Apache Kafka cluster in KRaft mode, on loopback ports: one node by default, or several
+brokers so that a test can stop one of them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from kafka_mirror.devstack.builds import kafka_libs, require
@@ -49,44 +51,116 @@ def java_command(
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_USER, SCRAM_PASSWORD = "mirror", "mirror-dev-secret"
 _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+# Node 1 is the cluster's only KRaft controller (and a broker); nodes 2… are brokers only.
+CONTROLLER_NODE = 1
 
 
-@dataclass
-class KafkaCluster:
-    """Cluster `alias` (A or B) in `workdir`: one combined broker and controller.
+@dataclass(kw_only=True)
+class ClientPorts:
+    """A node's four client listeners on loopback ports (keyword-only, so that a subclass's
+    own fields keep their places)."""
 
-    Clients connect on `port` (PLAINTEXT), `sasl_port` (SASL_PLAINTEXT, SCRAM-SHA-512, with the
-    user SCRAM_USER), `ssl_port` (mutual TLS: the client certificate is required) or
-    `sasl_ssl_port` (SCRAM-SHA-512 over TLS). The TLS listeners present a certificate of the
-    cluster's own development CA (`ca_certificate_pem`), which also signed the client
-    certificate (`client_certificate_pem`, `client_key_pem`). Controller and inter-broker
-    traffic stay PLAINTEXT.
-    """
-
-    alias: str
-    workdir: Path
     port: int = field(default_factory=free_port)
     sasl_port: int = field(default_factory=free_port)
     ssl_port: int = field(default_factory=free_port)
     sasl_ssl_port: int = field(default_factory=free_port)
-    controller_port: int = field(default_factory=free_port)
+
+    @property
+    def client_listeners(self) -> str:
+        return (
+            f"PLAINTEXT://127.0.0.1:{self.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
+            f"SSL://127.0.0.1:{self.ssl_port},"
+            f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
+        )
+
+
+@dataclass
+class KafkaNode(ClientPorts):
+    """One Kafka process of a cluster: its node id, directory (config, data, logs), client
+    ports (the same four listeners on every node) and process."""
+
+    node_id: int
+    directory: Path
     process: ServerProcess | None = None
 
     @property
+    def formatted(self) -> bool:
+        return (self.directory / "data" / "meta.properties").exists()
+
+
+@dataclass
+class KafkaCluster(ClientPorts):
+    """Cluster `alias` (A or B) in `workdir`: `brokers` nodes, node 1 a combined broker and
+    controller (the only controller), the others brokers only, each with its own directory
+    (node 1 `workdir` itself, node n `workdir/node-n`) and ports.
+
+    Clients connect on `port` (PLAINTEXT), `sasl_port` (SASL_PLAINTEXT, SCRAM-SHA-512, with the
+    user SCRAM_USER), `ssl_port` (mutual TLS: the client certificate is required) or
+    `sasl_ssl_port` (SCRAM-SHA-512 over TLS), node 1's ports; every node has the same four
+    listeners, and the `*_bootstrap_servers` name all nodes. The TLS listeners present a
+    certificate of the cluster's own development CA (`ca_certificate_pem`), which also signed
+    the client certificate (`client_certificate_pem`, `client_key_pem`). Controller and
+    inter-broker traffic stay PLAINTEXT.
+
+    With several brokers, topics created with the broker's defaults and Kafka's internal topics
+    get three replicas (or one per broker if fewer), so `stop_broker` can take a broker away
+    while the cluster keeps serving: writes with acks=all then wait only on partitions whose
+    `min.insync.replicas` can no longer be met.
+    """
+
+    alias: str
+    workdir: Path
+    controller_port: int = field(default_factory=free_port)
+    brokers: int = 1
+    nodes: list[KafkaNode] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise ValueError(f"a cluster needs at least one broker, not {self.brokers}")
+        # Node 1 is the cluster of old: the cluster's own directory and ports.
+        first = KafkaNode(
+            node_id=CONTROLLER_NODE,
+            directory=self.workdir,
+            port=self.port,
+            sasl_port=self.sasl_port,
+            ssl_port=self.ssl_port,
+            sasl_ssl_port=self.sasl_ssl_port,
+        )
+        others = [
+            KafkaNode(node_id=n, directory=self.workdir / f"node-{n}")
+            for n in range(2, self.brokers + 1)
+        ]
+        self.nodes = [first, *others]
+
+    @property
+    def process(self) -> ServerProcess | None:
+        """Node 1's process (the controller's)."""
+        return self.nodes[0].process
+
+    def node(self, node_id: int) -> KafkaNode:
+        if not 1 <= node_id <= len(self.nodes):
+            raise ValueError(f"cluster {self.alias} has nodes 1 to {len(self.nodes)}")
+        return self.nodes[node_id - 1]
+
+    def _servers(self, listener: str) -> str:
+        return ",".join(f"127.0.0.1:{getattr(node, listener)}" for node in self.nodes)
+
+    @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self._servers("port")
 
     @property
     def sasl_bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.sasl_port}"
+        return self._servers("sasl_port")
 
     @property
     def ssl_bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.ssl_port}"
+        return self._servers("ssl_port")
 
     @property
     def sasl_ssl_bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.sasl_ssl_port}"
+        return self._servers("sasl_ssl_port")
 
     @property
     def certificates(self) -> ClusterCertificates:
@@ -107,21 +181,20 @@ class KafkaCluster:
         """The client certificate's private key (unencrypted PKCS#8)."""
         return self.certificates.client_key.read_text()
 
-    def _properties(self) -> str:
+    def _properties(self, node: KafkaNode) -> str:
         tls = self.certificates
-        client_listeners = (
-            f"PLAINTEXT://127.0.0.1:{self.port},"
-            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-            f"SSL://127.0.0.1:{self.ssl_port},"
-            f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
-        )
+        controller = node.node_id == CONTROLLER_NODE
         scram = SCRAM_MECHANISM.lower()
+        # Internal topics on up to three brokers, so that stopping one loses no coordinator;
+        # their min.insync.replicas stays 1, so stopping one stalls no group or transaction.
+        replicas = str(min(self.brokers, 3))
         settings = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
+            "process.roles": "broker,controller" if controller else "broker",
+            "node.id": str(node.node_id),
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
-            "listeners": f"{client_listeners},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": client_listeners,
+            "listeners": node.client_listeners
+            + (f",CONTROLLER://127.0.0.1:{self.controller_port}" if controller else ""),
+            "advertised.listeners": node.client_listeners,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
@@ -135,13 +208,14 @@ class KafkaCluster:
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(tls.ca_certificate),
             "listener.name.ssl.ssl.client.auth": "required",
-            "log.dirs": str(self.workdir / "data"),
+            "log.dirs": str(node.directory / "data"),
             "num.partitions": "1",
-            "offsets.topic.replication.factor": "1",
+            "default.replication.factor": replicas,
+            "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": "8",
-            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.replication.factor": replicas,
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
@@ -149,56 +223,89 @@ class KafkaCluster:
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
-    def start(self, timeout: float = 120.0) -> None:
-        libs = kafka_libs()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        ensure_cluster_certificates(self.certificates.directory, self.alias)
-        config = self.workdir / "server.properties"
-        config.write_text(self._properties())
-        (self.workdir / "log4j2.properties").write_text(_LOG4J2)
-        if not (self.workdir / "data" / "meta.properties").exists():
-            subprocess.run(
-                java_command(
-                    libs,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "--standalone",
-                    "-t",
-                    str(uuid.uuid4()),
-                    "-c",
-                    str(config),
-                    "--add-scram",
-                    f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={SCRAM_PASSWORD}]",
-                    heap="256m",
-                ),
-                check=True,
-                capture_output=True,
-                text=True,
-            )
+    def _cluster_id(self) -> str:
+        """Node 1's cluster id once formatted (a broker formatted later must share it), else a
+        new one."""
+        meta = self.nodes[0].directory / "data" / "meta.properties"
+        if meta.exists():
+            for line in meta.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    return line.removeprefix("cluster.id=")
+        return str(uuid.uuid4())
+
+    def _format(self, libs: Path, node: KafkaNode, config: Path, cluster_id: str) -> None:
+        # The controller starts the metadata log, so it alone takes the quorum and the users.
+        controller_only = (
+            [
+                "--standalone",
+                "--add-scram",
+                f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={SCRAM_PASSWORD}]",
+            ]
+            if node.node_id == CONTROLLER_NODE
+            else []
+        )
+        subprocess.run(
+            java_command(
+                libs,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(config),
+                *controller_only,
+                heap="256m",
+            ),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+
+    def _start_node(self, libs: Path, node: KafkaNode, cluster_id: str) -> None:
+        node.directory.mkdir(parents=True, exist_ok=True)
+        config = node.directory / "server.properties"
+        config.write_text(self._properties(node))
+        (node.directory / "log4j2.properties").write_text(_LOG4J2)
+        if not node.formatted:
+            self._format(libs, node, config, cluster_id)
         command = java_command(
             libs,
             "kafka.Kafka",
             str(config),
             jvm_options=(
-                f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
-                f"-Dkafka.logs.dir={self.workdir / 'logs'}",
+                f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
+                f"-Dkafka.logs.dir={node.directory / 'logs'}",
             ),
         )
-        self.process = ServerProcess(f"kafka-{self.alias}", command, self.workdir / "stdout.log")
-        self.process.start()
-        self.process.wait_until(lambda: port_open(self.port), timeout, "listening")
-        self._wait_until_serving(timeout)
+        name = f"kafka-{self.alias}" + (
+            "" if node.node_id == CONTROLLER_NODE else f"-{node.node_id}"
+        )
+        node.process = ServerProcess(name, command, node.directory / "stdout.log")
+        node.process.start()
 
-    def _wait_until_serving(self, timeout: float) -> None:
+    def start(self, timeout: float = 120.0) -> None:
+        libs = kafka_libs()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        ensure_cluster_certificates(self.certificates.directory, self.alias)
+        cluster_id = self._cluster_id()
+        for node in self.nodes:
+            self._start_node(libs, node, cluster_id)
+        self._wait_until_up(self.nodes, timeout)
+
+    def _wait_until_up(self, started: list[KafkaNode], timeout: float) -> None:
         """The port opens before the broker has joined its own quorum, and group requests fail
-        with NOT_COORDINATOR until `__consumer_offsets` exists: wait for both."""
+        with NOT_COORDINATOR until `__consumer_offsets` exists (which needs as many brokers as
+        its replicas): wait until every node listens and is registered, and groups work."""
         from confluent_kafka.admin import AdminClient
 
+        for node in started:
+            assert node.process is not None
+            node.process.wait_until(partial(port_open, node.port), timeout, "listening")
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
 
         def serving() -> bool:
             try:
-                if not admin.list_topics(timeout=2).brokers:
+                if len(admin.list_topics(timeout=2).brokers) < len(self.nodes):
                     return False
                 probe = admin.describe_consumer_groups(["dev-stack-probe"], request_timeout=2)
                 probe["dev-stack-probe"].result()
@@ -206,12 +313,39 @@ class KafkaCluster:
                 return False
             return True
 
-        assert self.process is not None
-        self.process.wait_until(serving, timeout, "serving metadata and consumer groups")
+        watched = started[0].process
+        assert watched is not None
+        watched.wait_until(serving, timeout, "serving metadata and consumer groups")
+
+    def _broker_only(self, node_id: int) -> KafkaNode:
+        if node_id == CONTROLLER_NODE:
+            raise ValueError(
+                f"node {CONTROLLER_NODE} is cluster {self.alias}'s only controller: "
+                "stop and start the whole cluster instead"
+            )
+        return self.node(node_id)
+
+    def stop_broker(self, node_id: int) -> None:
+        """Stop broker `node_id` (2, 3, …) with a controlled shutdown: its partitions get other
+        leaders and it leaves their in-sync replicas, so from then on acks=all writes wait on
+        the partitions whose `min.insync.replicas` needed it, and flow on the others."""
+        node = self._broker_only(node_id)
+        if node.process is not None:
+            node.process.stop()
+
+    def start_broker(self, node_id: int, timeout: float = 120.0) -> None:
+        """Start broker `node_id` again; returns once the cluster lists it. It then catches up
+        and rejoins the in-sync replicas on its own (a few seconds)."""
+        node = self._broker_only(node_id)
+        self._start_node(kafka_libs(), node, self._cluster_id())
+        self._wait_until_up([node], timeout)
 
     def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop()
+        # Brokers first, while the controller still runs: their controlled shutdown needs it
+        # (without it each would wait for its SIGKILL).
+        for node in reversed(self.nodes):
+            if node.process is not None:
+                node.process.stop()
 
     def remove(self) -> None:
         self.stop()

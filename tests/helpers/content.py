@@ -1,0 +1,259 @@
+"""An independent check of what a mirror wrote: every record of the source topics (cluster A)
+against every record of their remote topics (cluster B), read straight from Kafka with
+confluent_kafka. Nothing of ours takes part (not the audit, not the worker's code), only the
+name of the provenance header the mirror adds.
+
+Records are compared per partition (a remote partition is the copy of the source partition of
+the same number) by content: key, value, headers (less the provenance header the mirror
+appended) and timestamp, each record reduced to a 16-byte BLAKE2b digest of them. A
+partition's source digests are counted as a multiset (equal records count once each), then its
+target records are matched against them one by one:
+
+- a target record whose content the source partition has, while copies are left: a copy;
+- one whose content the source has, but every copy is already matched: a duplicate;
+- one whose content the source does not have: unexpected;
+- the source copies left unmatched at the end: missing (their offsets found by a second read,
+  done only when something is missing).
+
+Memory is one partition's source digests at a time (about 100 bytes a record), besides the
+consumers' fetch buffers. The traffic generator (`tests/helpers/traffic.py`) makes every record
+unique (the key holds the run and the record's number), so with its records every multiset is a
+set; the check does not rely on that. Run it once the mirror has caught up and the producers
+have stopped: a record read on one side and not yet on the other counts as a fault.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from typing import cast
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from kafka_mirror.kafka.formats import PROVENANCE_HEADER
+
+Header = tuple[str, str | bytes | None]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a record is: topic, partition, offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+@dataclass
+class ContentReport:
+    """What the check found, with the first few places of each kind of fault."""
+
+    source_records: int = 0
+    target_records: int = 0
+    missing: int = 0  # source records with no identical copy on the target
+    duplicates: int = 0  # target copies of a source record beyond the first
+    unexpected: int = 0  # target records identical to no source record
+    first_missing: list[Place] = field(default_factory=list)  # on the source
+    first_duplicates: list[Place] = field(default_factory=list)  # on the target
+    first_unexpected: list[Place] = field(default_factory=list)  # on the target
+    seconds: float = 0.0
+
+    @property
+    def lossless(self) -> bool:
+        """Every source record has a copy and the target holds nothing else (duplicates are
+        allowed: the mirror delivers at least once)."""
+        return self.missing == 0 and self.unexpected == 0
+
+    def __str__(self) -> str:
+        def first(places: list[Place]) -> str:
+            return f" (first: {', '.join(map(str, places))})" if places else ""
+
+        return (
+            f"source {self.source_records:,} records, target {self.target_records:,}: "
+            f"missing {self.missing:,}{first(self.first_missing)}, "
+            f"duplicates {self.duplicates:,}{first(self.first_duplicates)}, "
+            f"unexpected {self.unexpected:,}{first(self.first_unexpected)}; "
+            f"checked in {self.seconds:.1f} s"
+        )
+
+
+def check_content(
+    source: str, target: str, remote_topics: Mapping[str, str], examples: int = 5
+) -> ContentReport:
+    """Compare each source topic on `source` (bootstrap servers) with its remote topic on
+    `target` (`remote_topics`: source topic → remote topic), every partition from its log start
+    to its end offset when it is read. Run it once the mirror has caught up."""
+    started = time.monotonic()
+    report = ContentReport()
+    source_reader, target_reader = _reader(source), _reader(target)
+    try:
+        for topic, remote in sorted(remote_topics.items()):
+            partitions = _partitions(source_reader, topic) | _partitions(target_reader, remote)
+            for partition in sorted(partitions):
+                counts = _source_counts(report, source_reader, topic, partition)
+                _match_target(report, target_reader, remote, partition, counts, examples)
+                missing = sum(counts.values())
+                if missing:
+                    report.missing += missing
+                    room = examples - len(report.first_missing)
+                    report.first_missing += _missing_places(
+                        source_reader, topic, partition, counts, room
+                    )
+    finally:
+        source_reader.close()
+        target_reader.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _source_counts(
+    report: ContentReport, reader: Consumer, topic: str, partition: int
+) -> dict[bytes, int]:
+    counts: dict[bytes, int] = {}
+    for message in _read(reader, topic, partition):
+        digest = content_digest(message.key(), message.value(), _headers(message), _time(message))
+        counts[digest] = counts.get(digest, 0) + 1
+        report.source_records += 1
+    return counts
+
+
+def _match_target(
+    report: ContentReport,
+    reader: Consumer,
+    remote: str,
+    partition: int,
+    counts: dict[bytes, int],
+    examples: int,
+) -> None:
+    """Match the remote partition's records against `counts`, taking matched copies off."""
+    for message in _read(reader, remote, partition):
+        report.target_records += 1
+        headers = without_provenance(_headers(message))
+        digest = content_digest(message.key(), message.value(), headers, _time(message))
+        left = counts.get(digest)
+        if left:
+            counts[digest] = left - 1
+            continue
+        if left is None:
+            report.unexpected += 1
+            places = report.first_unexpected
+        else:  # every copy of it is matched already
+            report.duplicates += 1
+            places = report.first_duplicates
+        if len(places) < examples:
+            places.append(Place(remote, partition, message.offset() or 0))
+
+
+def _missing_places(
+    reader: Consumer, topic: str, partition: int, counts: dict[bytes, int], wanted: int
+) -> list[Place]:
+    """The first `wanted` source records whose content was left unmatched (of equal records,
+    the first ones are named)."""
+    left = {digest: count for digest, count in counts.items() if count}
+    places: list[Place] = []
+    if wanted <= 0:
+        return places
+    for message in _read(reader, topic, partition):
+        digest = content_digest(message.key(), message.value(), _headers(message), _time(message))
+        if left.get(digest):
+            left[digest] -= 1
+            places.append(Place(topic, partition, message.offset() or 0))
+            if len(places) == wanted:
+                break
+    return places
+
+
+def content_digest(
+    key: str | bytes | None,
+    value: str | bytes | None,
+    headers: Sequence[Header],
+    timestamp: int,
+) -> bytes:
+    """A record's content as 16 bytes: every field length-prefixed, so no two different
+    records (a value moved into the key, a header split in two) hash the same input."""
+    digest = blake2b(digest_size=16)
+
+    def add(data: str | bytes | None) -> None:
+        if data is None:
+            digest.update(b"\xff\xff\xff\xff")  # no length is this long: None is not b""
+            return
+        raw = data.encode() if isinstance(data, str) else data
+        digest.update(len(raw).to_bytes(4, "big"))
+        digest.update(raw)
+
+    add(key)
+    add(value)
+    digest.update(len(headers).to_bytes(4, "big"))
+    for name, header_value in headers:
+        add(name)
+        add(header_value)
+    digest.update(timestamp.to_bytes(8, "big", signed=True))
+    return digest.digest()
+
+
+def without_provenance(headers: list[Header]) -> list[Header]:
+    """The headers less the last provenance header: the one the mirror appended (a record
+    mirrored before keeps the provenance headers of its earlier hops)."""
+    for index in range(len(headers) - 1, -1, -1):
+        if headers[index][0] == PROVENANCE_HEADER:
+            return headers[:index] + headers[index + 1 :]
+    return headers
+
+
+def _headers(message: Message) -> list[Header]:
+    # A consumed message's headers are a list (a dict only when given to produce()).
+    return cast(list[Header], message.headers() or [])
+
+
+def _time(message: Message) -> int:
+    return message.timestamp()[1]
+
+
+def _reader(bootstrap: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"content-check-{uuid.uuid4().hex[:8]}",  # never joined: assign only
+            "enable.auto.commit": False,
+            # Ends a partition whose last offsets are no records (transaction markers).
+            "enable.partition.eof": True,
+        }
+    )
+
+
+def _partitions(reader: Consumer, topic: str) -> set[int]:
+    """The topic's partitions (none if it does not exist)."""
+    found = reader.list_topics(topic, timeout=10).topics.get(topic)
+    return set(found.partitions) if found is not None and found.error is None else set()
+
+
+def _read(reader: Consumer, topic: str, partition: int, timeout: float = 30) -> Iterator[Message]:
+    """Every record of a partition, from its log start to its end offset now."""
+    low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    reader.assign([TopicPartition(topic, partition, low)])
+    position, idle_since = low, time.monotonic()
+    try:
+        while position < high:
+            # A batch returns when it is full or at its timeout: ask for no more than is left.
+            batch = reader.consume(num_messages=min(high - position, 10_000), timeout=1)
+            if not batch and time.monotonic() - idle_since > timeout:
+                raise TimeoutError(f"{topic}[{partition}]: nothing read for {timeout:.0f} s")
+            for message in batch:
+                idle_since = time.monotonic()
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:  # the rest are no records
+                        return  # (transaction markers, compacted away)
+                    raise KafkaException(error)
+                position = (message.offset() or 0) + 1
+                if position > high:
+                    return
+                yield message
+    finally:
+        reader.unassign()

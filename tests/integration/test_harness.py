@@ -1,0 +1,207 @@
+"""The fault matrix's instruments, checked against the real clusters: the traffic generator
+keeps its rate while a worker mirrors, and writes records it can regenerate (up to the size
+limit); the content check finds a missing record, a duplicate and a record the source never
+had; a three-broker cluster stalls acks=all writes to the partitions that need a stopped broker
+while the others flow, and takes them once the broker is back."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Message, Producer
+
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from tests.helpers.content import ContentReport, Place, check_content
+from tests.helpers.kafka import (
+    Record,
+    admin_for,
+    consume,
+    create_topics,
+    end_offsets,
+    produce,
+    records,
+    unique,
+)
+from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE, TrafficGenerator, TrafficSpec
+from tests.helpers.worker import StartWorker, wait_for, wait_until_mirrored, worker_config
+
+pytestmark = pytest.mark.kafka
+
+RATE = 20_000  # records a second: the fault matrix's steady traffic
+
+
+def test_the_traffic_keeps_its_rate_while_a_worker_mirrors_it_and_the_copy_is_exact(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    topic = unique("traffic")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    start_worker(config)
+    spec = TrafficSpec.for_topics(kafka_a.bootstrap_servers, [topic], rate=RATE, count=RATE * 20)
+    traffic = TrafficGenerator(spec, tmp_path).start()
+    time.sleep(3)  # past the producer's start-up and the worker's first fetches
+    rate = traffic.rate(window=10)
+    stats = traffic.finish()
+    print(f"traffic: {rate:,.0f} records/s over 10 s, at most {stats.max_behind:,} behind")
+    assert rate >= 0.95 * RATE
+    assert stats.max_behind < RATE, "the generator fell more than a second behind"
+    assert stats.failed == 0 and stats.acked_total == spec.count, stats.errors
+
+    wait_until_mirrored(kafka_a, config, topic)
+    report = check_content(
+        kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
+    )
+    print(f"content check: {report}")
+    assert report.source_records == spec.count
+    assert report.lossless, report
+
+
+def test_the_traffic_is_what_its_spec_regenerates_up_to_near_the_size_limit(
+    kafka_a: KafkaCluster, tmp_path: Path
+) -> None:
+    topics = [unique("regen"), unique("regen")]
+    create_topics(kafka_a.bootstrap_servers, topics, partitions=3)
+    spec = TrafficSpec.for_topics(
+        kafka_a.bootstrap_servers, topics, rate=2_000, count=1_000, large_every=250
+    )
+    stats = TrafficGenerator(spec, tmp_path).start().finish()
+    assert stats.failed == 0, stats.errors
+    assert stats.acked == {topics[0]: 500, topics[1]: 500}
+    sizes = []
+    for topic in topics:
+        for read in consume(kafka_a.bootstrap_servers, topic, 500):
+            assert read.key is not None and read.value is not None
+            assert spec.record(spec.sequence(read.key)) == (topic, replace(read, offset=None))
+            sizes.append(len(read.value))
+    assert sorted(sizes)[-4:] == [NEAR_LIMIT_VALUE_SIZE] * 4  # records 0, 250, 500 and 750
+
+
+def mirrored(record: Record) -> Record:
+    """`record` as a mirror from A would write it: the provenance header appended."""
+    assert record.partition is not None and record.offset is not None
+    provenance = Provenance("A", record.partition, record.offset).encode()
+    return replace(record, headers=(*record.headers, (PROVENANCE_HEADER, provenance)), offset=None)
+
+
+def test_the_content_check_finds_missing_duplicated_and_unexpected_records(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster
+) -> None:
+    topic = unique("content")
+    remote = f"{topic}.A"
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
+    create_topics(kafka_b.bootstrap_servers, [remote], partitions=3)
+    produce(kafka_a.bootstrap_servers, topic, records(300, partitions=3))  # record i on i % 3
+    source = {read.key: read for read in consume(kafka_a.bootstrap_servers, topic, 300)}
+    produce(kafka_b.bootstrap_servers, remote, [mirrored(r) for r in source.values()])
+
+    def check() -> ContentReport:
+        report = check_content(
+            kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: remote}
+        )
+        print(report)
+        return report
+
+    exact = check()
+    assert (exact.source_records, exact.target_records) == (300, 300)
+    assert (exact.missing, exact.duplicates, exact.unexpected) == (0, 0, 0)
+
+    # On A: a record never copied (partition 1), and a twin of k0 (partition 0; equal content,
+    # so k0's one copy on B covers only one of the two). On B: a second copy of k5 (partition
+    # 2), and a copy of k7 (partition 1) with its value changed. Each partition held 100.
+    k0, k5, k7 = source[b"k0"], source[b"k5"], source[b"k7"]
+    never_copied = Record(b"never-copied", b"v", (), k0.timestamp, partition=1)
+    produce(kafka_a.bootstrap_servers, topic, [never_copied, replace(k0, offset=None)])
+    changed = replace(mirrored(k7), value=b"changed")
+    produce(kafka_b.bootstrap_servers, remote, [mirrored(k5), changed])
+    report = check()
+    assert (report.source_records, report.target_records) == (302, 302)
+    assert (report.missing, report.duplicates, report.unexpected) == (2, 1, 1)
+    # Of equal records, the first is named.
+    assert set(report.first_missing) == {Place(topic, 1, 100), Place(topic, 0, k0.offset or 0)}
+    assert report.first_duplicates == [Place(remote, 2, 100)]
+    assert report.first_unexpected == [Place(remote, 1, 100)]
+
+
+class AckedWrites:
+    """Records written with acks=all, one per partition asked for, and which were taken."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}
+        )
+        self.acknowledged: set[tuple[str, int]] = set()
+        self.errors: list[KafkaError] = []
+
+    def send(self, partitions: list[tuple[str, int]]) -> None:
+        self.acknowledged.clear()
+        for topic, partition in partitions:
+            self.producer.produce(topic, b"v", b"k", partition=partition, on_delivery=self._done)
+
+    def _done(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self.errors.append(error)
+        else:
+            self.acknowledged.add((str(message.topic()), message.partition() or 0))
+
+    def wait(self, seconds: float) -> int:
+        """Serve acknowledgements for `seconds`; the records still waiting for theirs."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and len(self.producer):
+            self.producer.poll(0.2)
+        assert not self.errors, self.errors
+        return len(self.producer)
+
+
+def test_three_brokers_stall_the_partitions_a_stopped_broker_is_needed_for(
+    kafka_b3: KafkaCluster,
+) -> None:
+    bootstrap = kafka_b3.bootstrap_servers
+    nodes = admin_for(bootstrap).describe_cluster().result(10).nodes
+    assert sorted(node.id for node in nodes) == [1, 2, 3]
+    assert len({node.port for node in nodes}) == 3
+
+    # `split`: partitions 0 and 1 have a replica on broker 3 and need two in sync; 2 and 3 live
+    # on brokers 1 and 2. `everywhere`: three replicas, all needed. `default`: the brokers'
+    # replication factor, which the worker's remote topics get: three.
+    split, everywhere, default = unique("split"), unique("everywhere"), unique("default")
+    create_topics(
+        bootstrap,
+        [split],
+        config={"min.insync.replicas": "2"},
+        replica_assignment=[[3, 1], [1, 3], [1, 2], [2, 1]],
+    )
+    create_topics(bootstrap, [everywhere], 2, {"min.insync.replicas": "3"}, replication_factor=3)
+    create_topics(bootstrap, [default], replication_factor=-1)
+
+    def replicas(topic: str) -> int:
+        listed = admin_for(bootstrap).list_topics(topic, timeout=10).topics[topic]
+        return len(listed.partitions[0].replicas) if listed.error is None else 0
+
+    wait_for(lambda: replicas(default) == 3, 30, "a topic of the default replication factor")
+
+    writes = AckedWrites(bootstrap)
+    every = [(split, p) for p in range(4)] + [(everywhere, p) for p in range(2)]
+    writes.send(every)
+    assert writes.wait(30) == 0
+
+    kafka_b3.stop_broker(3)
+    stopped = time.monotonic()
+    try:
+        writes.send(every)
+        assert writes.wait(10) == 4  # the four partitions that need broker 3
+        assert writes.acknowledged == {(split, 2), (split, 3)}
+    finally:
+        kafka_b3.start_broker(3)
+    restarted = time.monotonic()
+    assert writes.wait(120) == 0, "the stalled writes were not taken after the restart"
+    print(
+        f"broker 3 away {restarted - stopped:.1f} s; the stalled writes taken "
+        f"{time.monotonic() - restarted:.1f} s after it was back"
+    )
+    for topic in (split, everywhere):
+        assert set(end_offsets(bootstrap, topic).values()) == {2}
