@@ -9,6 +9,7 @@ from kafka_mirror.kafka.formats import (
     OffsetSync,
     Provenance,
     checkpoints_topic,
+    newest_provenance,
     offset_syncs_topic,
     provenance_aliases,
 )
@@ -16,7 +17,11 @@ from kafka_mirror.kafka.formats import (
 
 def test_topic_names() -> None:
     assert checkpoints_topic("A") == "A.checkpoints.internal"
-    assert offset_syncs_topic("B") == "mm2-offset-syncs.B.internal"
+    # MirrorMaker 2 names the topic after the cluster at the other end from the one holding it.
+    assert offset_syncs_topic("A", "B", "source") == "mm2-offset-syncs.B.internal"
+    assert offset_syncs_topic("A", "B", "target") == "mm2-offset-syncs.A.internal"
+    # Fan-in with syncs on the target: one topic per flow on B, not one shared.
+    assert offset_syncs_topic("C", "B", "target") == "mm2-offset-syncs.C.internal"
 
 
 def test_offset_sync_bytes() -> None:
@@ -57,3 +62,5 @@ def test_provenance_header_round_trip_and_hops() -> None:
         (PROVENANCE_HEADER, Provenance("B", 0, 1).encode()),
     ]
     assert provenance_aliases(headers) == ["A", "B"]
+    assert newest_provenance(headers) == Provenance("B", 0, 1)  # this hop's: the last one
+    assert newest_provenance([("app", b"x")]) is None

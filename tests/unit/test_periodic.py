@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kafka_mirror.worker.mirror import MAX_BACKOFF_SECONDS, Periodic
+from kafka_mirror.worker.periodic import MAX_BACKOFF_SECONDS, Periodic
 
 
 class Clock:

@@ -554,3 +554,20 @@ def test_invalid_spec_keeps_the_other_conditions_and_their_transition_times() ->
     fixed = mirror_status(replace(degraded_obs, generation=5), invalid, MUCH_LATER)
     assert get(fixed.conditions, "Degraded").last_transition_time == NOW
     assert get(fixed.conditions, "Paused").last_transition_time == NOW
+
+
+def test_partitions_that_do_not_flow_degrade_the_mirror_and_are_named() -> None:
+    stopped = (
+        "stopped at orders[1] offset 77: the record is 2000123 bytes, over orders.A's "
+        "max.message.bytes (1048588): raise it on the target to go on"
+    )
+    progress = [
+        PartitionProgress("orders", 0, 0, 50, 50),
+        PartitionProgress("orders", 1, 0, 90, 77, stopped),
+    ]
+    status = status_of(observation(kafka=kafka_state(progress=progress)))
+    degraded = next(c for c in status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", "PartitionsNotFlowing")
+    assert "offset 77" in degraded.message and "2000123 bytes" in degraded.message
+    assert status.partition_problems == [stopped]
+    assert ready_of(status).status == "True"  # the other partitions mirror

@@ -48,6 +48,22 @@ FORBIDDEN_CONFIG_KEYS = (
     "enable.idempotence",
     "acks",
     "transactional.id",
+    # What at-least-once rests on (docs/reliability.md): no delivery timeout, the gapless
+    # guarantee, the reports the worker counts on, what it reads and how large a request gets.
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "enable.gapless.guarantee",
+    "message.send.max.retries",
+    "retries",
+    "delivery.report.only.error",
+    "max.in.flight.requests.per.connection",
+    "max.in.flight",
+    "isolation.level",
+    "enable.partition.eof",
+    "message.max.bytes",
+    "request.required.acks",
+    "auto.commit.enable",
+    "test.mock.num.brokers",
     # librdkafka's other names for them, and settings that weaken or bypass security.
     "metadata.broker.list",
     "enable.ssl.certificate.verification",
@@ -221,7 +237,8 @@ class TopicNaming(ApiModel):
 
 
 class OffsetSyncs(ApiModel):
-    """Offset syncs, in MirrorMaker 2's format and topic (`mm2-offset-syncs.<alias>.internal`)."""
+    """Offset syncs, in MirrorMaker 2's format and topic: `mm2-offset-syncs.<target>.internal`
+    on the source, `mm2-offset-syncs.<source>.internal` on the target."""
 
     max_lag: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
         default=100,
@@ -477,6 +494,12 @@ class KafkaMirrorStatus(StatusModel):
     active_topics: list[str] = Field(default_factory=list)
     topics: list[TopicStatus] = Field(default_factory=list)
     skipped_topics: list[SkippedTopic] = Field(default_factory=list)
+    partition_problems: list[str] = Field(
+        default_factory=list,
+        description="Partitions that do not flow, as the workers committed them: stopped at a "
+        "record the target cannot take (topic, partition, offset, why), or stalled (no "
+        "acknowledgement from the target for a minute). First 20.",
+    )
     total_lag: int = 0
     max_latency_seconds: float | None = None
     last_audit: AuditResult | None = None

@@ -253,11 +253,14 @@ def _check_offset_syncs(
 ) -> tuple[list[BadOffsetSync], int]:
     options = inputs.source_options if inputs.offset_syncs_on_source else inputs.target_options
     remote_of = {(w.topic, w.partition): w.remote for w in inputs.windows}
+    topic = offset_syncs_topic(
+        inputs.source_alias,
+        inputs.target_alias,
+        "source" if inputs.offset_syncs_on_source else "target",
+    )
     syncs = [
         s
-        for s in _internal(
-            spark, options, offset_syncs_topic(inputs.target_alias), OffsetSync.decode
-        )
+        for s in _internal(spark, options, topic, OffsetSync.decode)
         if (s.topic, s.partition) in remote_of
     ]
     log.info("offset syncs: %d to check", len(syncs))

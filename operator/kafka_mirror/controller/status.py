@@ -24,6 +24,7 @@ from kafka_mirror.topics import Selection, TopicPlan, is_internal
 MAX_TOPIC_STATUSES = 100  # per-topic lag and latency, largest lag first
 MAX_TOPIC_NAMES = 500  # activeTopics and matchedTopics; the counts are exact
 MAX_SKIPPED = 100
+MAX_PARTITION_PROBLEMS = 20
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,9 @@ def mirror_status(
         status.skipped_topics = [
             SkippedTopic(name=s.topic, reason=s.reason) for s in kafka.plan.skipped[:MAX_SKIPPED]
         ]
+        status.partition_problems = [p.problem for p in kafka.progress if p.problem][
+            :MAX_PARTITION_PROBLEMS
+        ]
     else:  # Kafka could not be read: keep the last known figures rather than claim zeros
         status.active_topic_count, status.active_topics = (
             previous.active_topic_count,
@@ -194,6 +198,7 @@ def mirror_status(
         status.topics, status.total_lag = previous.topics, previous.total_lag
         status.max_latency_seconds = previous.max_latency_seconds
         status.skipped_topics = previous.skipped_topics
+        status.partition_problems = previous.partition_problems
 
     before, gen = previous.conditions, obs.generation
     ready, reason, message = _ready(obs, status.active_topic_count)
@@ -204,6 +209,11 @@ def mirror_status(
         names = ", ".join(s.name for s in status.skipped_topics[:3])
         degraded.append(
             f"{len(status.skipped_topics)} selected topics cannot be mirrored ({names})"
+        )
+    problems = [p for p in kafka.progress if p.problem] if kafka is not None else []
+    if problems:
+        degraded.append(
+            f"{len(problems)} partitions do not flow ({'; '.join(p.problem for p in problems[:2])})"
         )
     status.conditions = [
         condition(before, "Ready", ready, reason, message, gen, now),
@@ -220,7 +230,9 @@ def mirror_status(
             before,
             "Degraded",
             bool(degraded),
-            "SelectionProblems" if degraded else "AsExpected",
+            "PartitionsNotFlowing"
+            if problems
+            else ("SelectionProblems" if degraded else "AsExpected"),
             "; ".join(degraded) or "every selected topic is mirrored",
             gen,
             now,

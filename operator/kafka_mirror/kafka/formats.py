@@ -10,18 +10,25 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 HEARTBEATS_TOPIC = "heartbeats"
 PROVENANCE_HEADER = "kmirror.src"
 PROVENANCE_OFFSET = struct.Struct(">q")
+
+SyncsLocation = Literal["source", "target"]  # the cluster holding the offset-syncs topic
 
 
 def checkpoints_topic(source_alias: str) -> str:
     return f"{source_alias}.checkpoints.internal"
 
 
-def offset_syncs_topic(target_alias: str) -> str:
-    return f"mm2-offset-syncs.{target_alias}.internal"
+def offset_syncs_topic(source_alias: str, target_alias: str, location: SyncsLocation) -> str:
+    """MirrorMaker 2's name: after the cluster at the other end of the flow from the one holding
+    the topic. Syncs on the source are named after the target; on the target, after the source,
+    so two flows into one target (A → B, C → B) each have their own topic there."""
+    other = target_alias if location == "source" else source_alias
+    return f"mm2-offset-syncs.{other}.internal"
 
 
 class _Reader:
@@ -139,6 +146,14 @@ class Provenance:
     def decode(cls, data: bytes) -> Provenance:
         reader = _Reader(data)
         return cls(reader.string(), reader.take(">i"), reader.take(">q"))
+
+
+def newest_provenance(headers: Sequence[tuple[str, str | bytes | None]]) -> Provenance | None:
+    """This hop's provenance: a record mirrored again carries one header per hop, oldest first."""
+    for key, value in reversed(headers):
+        if key == PROVENANCE_HEADER and isinstance(value, bytes):
+            return Provenance.decode(value)
+    return None
 
 
 def provenance_aliases(headers: Sequence[tuple[str, str | bytes | None]]) -> list[str]:

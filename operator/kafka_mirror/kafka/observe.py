@@ -43,6 +43,7 @@ class PartitionProgress:
     start: int
     end: int
     committed: int | None
+    problem: str = ""  # the metadata the workers committed: why the partition does not flow
 
     @property
     def lag(self) -> int:
@@ -134,9 +135,11 @@ class ClusterReader:
         request = [ConsumerGroupTopicPartitions(group)]
         futures = self._admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT)
         committed: dict[tuple[str, int], int] = {}
+        problems: dict[tuple[str, int], str] = {}
         for tp in _result(futures[group]).topic_partitions or []:
             if tp.error is None and tp.offset >= 0:
                 committed[(tp.topic, tp.partition)] = tp.offset
+                problems[(tp.topic, tp.partition)] = tp.metadata or ""
         return [
             PartitionProgress(
                 tp.topic,
@@ -144,6 +147,7 @@ class ClusterReader:
                 starts[(tp.topic, tp.partition)],
                 ends[(tp.topic, tp.partition)],
                 committed.get((tp.topic, tp.partition)),
+                problems.get((tp.topic, tp.partition), ""),
             )
             for tp in partitions
         ]

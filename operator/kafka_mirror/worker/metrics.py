@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -63,6 +64,13 @@ class WorkerMetrics:
         self.checkpoints = Counter(
             "kafka_mirror_checkpoints", "Checkpoints emitted.", ["group"], registry=r
         )
+        self.checkpoint_translations = Counter(
+            "kafka_mirror_checkpoint_translations",
+            "Group positions translated, by how: exact (read on the target), end, partial, "
+            "sync (MirrorMaker 2's rule alone).",
+            ["how"],
+            registry=r,
+        )
         self.offset_syncs = Counter(
             "kafka_mirror_offset_syncs", "Offset syncs emitted.", ["topic"], registry=r
         )
@@ -96,6 +104,13 @@ class WorkerMetrics:
             registry=r,
         )
         self.errors = Counter("kafka_mirror_errors", "Errors, by kind.", ["kind"], registry=r)
+        self.partition_problem = Gauge(
+            "kafka_mirror_partition_problem",
+            "1 for each partition that does not flow: stopped at a record the target cannot "
+            "take, or stalled (no acknowledgement for a minute).",
+            ["topic", "partition", "problem"],
+            registry=r,
+        )
 
     def set_topics(self, mirrored: dict[str, str], skipped: Iterable[tuple[str, str]]) -> None:
         self.active_topic.clear()
@@ -104,6 +119,17 @@ class WorkerMetrics:
         self.skipped_topic.clear()
         for topic, reason in skipped:
             self.skipped_topic.labels(topic, reason).set(1)
+
+    def set_partition_problems(self, problems: Iterable[tuple[str, int, str | None]]) -> None:
+        """Each partition's problem (its description's first word: stopped, stalled) or None."""
+        self.partition_problem.clear()
+        for topic, partition, problem in problems:
+            if problem is not None:
+                self.partition_problem.labels(topic, str(partition), problem.split()[0]).set(1)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        with suppress(KeyError):  # no lag reported for it yet
+            self.lag.remove(topic, str(partition))
 
 
 class _QuietHandler(WSGIRequestHandler):

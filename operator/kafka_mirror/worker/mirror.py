@@ -1,352 +1,156 @@
 """The mirroring worker: source topics on A to remote topics on B, at least once.
 
-One loop, one thread: consume a batch from A, produce it to B (same partition, key, value,
-headers and timestamp, plus a provenance header), and run the periodic tasks when due.
+One loop, one thread (as MirrorMaker 2's MirrorSourceTask polls and sends): consume a batch from
+A, produce it to B (same partition, key, value, headers and timestamp, plus a provenance
+header), serve the delivery reports, and run the periodic tasks when due.
 
-The producer is idempotent with librdkafka's gapless guarantee: a record of a partition is
-acknowledged only if every earlier one was (any failure that could leave a gap is fatal and
-stops the worker). So a delivery report is asked for only on a sample of records (the last of a
-partition's run in each batch, after an upstream gap, and every `offsetSyncs.maxLag` records):
-it says B holds everything up to it and gives the offset pairs for offset syncs, and the rest
-cost no Python at all. Every commit interval the acknowledged offsets are committed, without
-stopping the loop. A worker killed re-sends at most what it consumed since the last commit.
-Replicas share partitions through the consumer group on A (cooperative rebalancing); a replica
-giving up partitions, or stopping, passes a barrier first: flush the producer, then commit
-everything consumed.
+Nothing is committed past a record the target has not acknowledged (`flows.PartitionFlow`), on
+every path: the periodic commit, giving partitions up, stopping, a failed producer. A record the
+producer refuses stops or holds its partition at that record, never the worker; a full producer
+queue keeps the rest of the batch for the next round; a producer that failed (its gapless
+guarantee, or no acknowledgement for a minute while the target answers) is replaced and every
+partition with records waiting is consumed again from its first unacknowledged record.
+Delivery reports are asked for only on a sample of records (the last of a partition's run in a
+batch, upstream gaps, one per `offsetSyncs.maxLag`): the gapless guarantee makes each vouch for
+every earlier record of its partition, and the rest cost no Python at all.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
+import re
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
 from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_mirror.kafka.errors import AUTH_ERRORS
 from kafka_mirror.kafka.formats import (
     HEARTBEATS_TOPIC,
     PROVENANCE_HEADER,
     PROVENANCE_OFFSET,
     Heartbeat,
-    OffsetSync,
     Provenance,
     checkpoints_topic,
     offset_syncs_topic,
     provenance_aliases,
 )
-from kafka_mirror.topics import Selection, SkippedTopic, TopicPlan, plan_topics
+from kafka_mirror.kafka.record_size import single_record_batch_bytes
+from kafka_mirror.topics import Selection
 from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter, TopicTail
+from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.config import WorkerConfig, load
+from kafka_mirror.worker.flows import DeliveryWatch, PartitionFlow, Stop, commit_offsets
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.offsets import SyncEmitter
+from kafka_mirror.worker.periodic import Periodic
+from kafka_mirror.worker.sync_writer import OffsetSyncWriter
+from kafka_mirror.worker.topic_sync import TopicSync
 
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 5000
 POLL_SECONDS = 0.1
-LATENCY_SAMPLE_SECONDS = 0.01  # at most 100 latency samples a second per partition
-SLOW_TASK_SECONDS = 2.0
-MAX_BACKOFF_SECONDS = 60.0  # between retries of a failing periodic task
+BACKLOG_WAIT_SECONDS = 0.05  # for the producer's queue to drain before the batch's rest
 DELIVERY_CHECK_SECONDS = 5.0
 PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target answering
 TARGET_PROBE_SECONDS = 5.0
-ERROR_LOG_INTERVAL = 60.0  # seconds between two log lines of the same client error
+REVOKE_FLUSH_SECONDS = 30.0
+HOLD_SECONDS = 5.0  # a partition with no acknowledgement this long stops being consumed
+SHUTDOWN_FLUSH_SECONDS = 20.0  # within Kubernetes' default 30 s grace period
+STOP_RETRY_SECONDS = 30.0  # a stopped partition is tried again after this, doubling …
+MAX_STOP_RETRY_SECONDS = 600.0  # … up to this
+REFUSALS_BEFORE_STOP = 3  # failures at one record, in a row, before its partition stops
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
-
+# Refusals meaning the producer does not know the remote partition (yet): wait for a refresh.
+UNKNOWN_REMOTE = {
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
+# librdkafka names the partition in its gapless-guarantee failure: "… for <topic> [<n>] …".
+FAILED_PARTITION = re.compile(r" for (\S+) \[(\d+)\]")
+SIZE_SLACK = 64 * 1024  # records this close to a topic's limit have their exact size computed
 
 _REBALANCING = {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
-
 
 # Spelled once: a type expression in the loop would be built again for every record.
 Headers = list[tuple[str, str | bytes | None]]
 
 
 class WorkerFailed(RuntimeError):
-    """The target refused records for good; the worker stops without committing past them."""
-
-
-@dataclass
-class PartitionFlow:
-    """One source partition on its way to the target: in-flight records and their figures.
-
-    `in_flight` holds the reported records not yet acknowledged, each with the number and bytes
-    of the records up to it; `unreported` counts records queued after the last reported one.
-    `acknowledged` is the upstream offset before which B holds every record consumed: one past
-    the newest acknowledged, or the first record's offset while none is. `abandoned` flows
-    belonged to a producer given up on: its late reports change nothing.
-    """
-
-    topic: str
-    partition: int
-    remote: str
-    provenance_prefix: bytes
-    emitter: SyncEmitter
-    publish_sync: Callable[[OffsetSync], None]
-    on_failure: Callable[[str], None]
-    in_flight: deque[tuple[int, int, int, int]] = field(default_factory=deque)
-    unreported_records: int = 0
-    unreported_bytes: int = 0
-    next_upstream: int = -1
-    next_sync_point: int = 0
-    acknowledged: int = -1
-    failed: bool = False
-    abandoned: bool = False
-    records: int = 0
-    bytes: int = 0
-    latencies: list[float] = field(default_factory=list)
-    next_latency_sample: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.on_delivery = self.delivered  # bound once, not once per record
-
-    def settled(self) -> bool:
-        """Nothing queued for the target is waiting for its acknowledgement."""
-        return not self.in_flight and not self.unreported_records
-
-    def all_delivered(self) -> None:
-        """After a successful flush: the unreported records are on the target too."""
-        self.records += self.unreported_records
-        self.bytes += self.unreported_bytes
-        self.unreported_records = self.unreported_bytes = 0
-
-    def delivered(self, error: KafkaError | None, message: Message) -> None:
-        """Delivery report from the target; reports of one partition arrive in order."""
-        if self.abandoned:
-            return
-        upstream, timestamp_ms, records, size = self.in_flight.popleft()
-        if error is not None or self.failed:
-            self.failed = True  # never acknowledge past a refused record
-            self.on_failure(f"{self.remote}[{self.partition}] refused offset {upstream}: {error}")
-            return
-        self.acknowledged = upstream + 1
-        self.records += records
-        self.bytes += size
-        if timestamp_ms > 0:
-            now = time.time()
-            if now >= self.next_latency_sample:
-                self.latencies.append(now - timestamp_ms / 1000)
-                self.next_latency_sample = now + LATENCY_SAMPLE_SECONDS
-        downstream = message.offset()
-        if downstream is not None and self.emitter.update(upstream, downstream):
-            self.publish_sync(OffsetSync(self.topic, self.partition, upstream, downstream))
-
-
-class Periodic:
-    """A task run every `interval` seconds from the loop; failures are logged, not raised.
-    Slow failures (timeouts) back off, doubling up to MAX_BACKOFF_SECONDS, so that a task stuck
-    in timeouts cannot take the loop's time from mirroring."""
-
-    def __init__(self, name: str, interval: float, task: Callable[[], None]) -> None:
-        self.name, self.interval, self.task = name, interval, task
-        self.due = 0.0
-        self.failures = 0
-
-    def run_if_due(self, now: float, on_error: Callable[[str, Exception], None]) -> None:
-        if now < self.due:
-            return
-        self.due = now + self.interval
-        started = time.monotonic()
-        failed = False
-        try:
-            self.task()
-        except (KafkaException, OSError, TimeoutError, ValueError) as error:
-            on_error(self.name, error)
-            failed = True
-        ended = time.monotonic()
-        took = ended - started
-        if not failed:
-            self.failures = 0
-        elif took > SLOW_TASK_SECONDS:
-            self.failures += 1
-            self.due = ended + min(self.interval * 2**self.failures, MAX_BACKOFF_SECONDS)
-        if took > SLOW_TASK_SECONDS:
-            log.warning("%s took %.1fs (mirroring waits meanwhile)", self.name, took)
-
-
-def rewind_points(flows: Iterable[PartitionFlow]) -> list[TopicPartition]:
-    """Where to consume again to re-send what a producer given up on held: each partition's
-    first record not acknowledged, for the partitions with records waiting."""
-    return [TopicPartition(f.topic, f.partition, f.acknowledged) for f in flows if not f.settled()]
-
-
-@dataclass
-class DeliveryWatch:
-    """Notices acknowledgements stopping: records waiting for them, and `progress` (the sum of
-    the waiting partitions' acknowledged offsets) unchanged for `patience` seconds."""
-
-    patience: float
-    progress: int | None = None
-    since: float = 0.0
-
-    def stalled(self, progress: int | None, now: float) -> bool:
-        """`progress` is None when nothing waits for an acknowledgement."""
-        if progress is None or progress != self.progress:
-            self.progress, self.since = progress, now
-            return False
-        return now - self.since >= self.patience
+    """The worker cannot go on (its source producer failed, a rewind was refused); it stops
+    after committing what the target acknowledged, and its pod's restart resumes from there."""
 
 
 class MirrorWorker:
-    def __init__(self, config_path: Path, metrics: WorkerMetrics) -> None:
+    def __init__(
+        self, config_path: Path, metrics: WorkerMetrics, clients: ClientsFactory = Clients
+    ) -> None:
         self.config_path = config_path
         self.config_text = config_path.read_text()
         self.config: WorkerConfig = load(config_path)
         self.metrics = metrics
         self.watchdog = LoopWatchdog()
         self.stopping = threading.Event()
+        self.closing = False
         self.failure: str | None = None
+        self.producer_failure: str | None = None
         self.reachable = {"source": False, "target": False}
-        self.plan = TopicPlan({}, [])
         self.subscribed: list[str] = []
-        self.remote_partitions: dict[str, int] = {}
         self.flows: dict[tuple[str, int], PartitionFlow] = {}
-        self.held: dict[tuple[str, int], TopicPartition] = {}
-        # Partitions rewound for a new producer, until their first record is consumed again:
-        # the (asynchronous) seek may not have moved the consumer's position yet.
-        self.rewound: dict[tuple[str, int], int] = {}
-        self.internal_topics_ready = False
-        self._last_problems: list[str] = []
-        self._logged_errors: dict[tuple[str, int], float] = {}
-        self._build_clients()
-        self.tasks = [
-            Periodic("commit", self.config.commit_interval_seconds, self._commit),
-            Periodic("topics", self.config.refresh_topics_interval_seconds, self._refresh_topics),
-            Periodic("configs", self.config.topic_config_sync.interval_seconds, self._sync_configs),
-            Periodic("checkpoints", self.config.checkpoints.interval_seconds, self._checkpoint),
-            Periodic("heartbeats", self.config.heartbeats.interval_seconds, self._heartbeat),
-            Periodic("deliveries", DELIVERY_CHECK_SECONDS, self._check_deliveries),
-        ]
-        self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
-
-    # --- clients --------------------------------------------------------------------------
-
-    def _build_clients(self) -> None:
+        self.backlog: list[Message] = []  # the rest of a batch the producer had no room for
+        # Per partition, (offset, times in a row): refusals at one record, and stops at one.
+        self.refusals: dict[tuple[str, int], tuple[int, int]] = {}
+        self.stops: dict[tuple[str, int], tuple[int, int]] = {}
         config = self.config
-        client_id = f"kafka-mirror-{socket.gethostname()}"
-        # Nagle's algorithm holds small requests back for the peer's delayed ACK (tens of ms a
-        # hop); Kafka's Java clients turn it off too. A cluster's own config may turn it on.
-        defaults = {"socket.nagle.disable": True, "client.id": client_id}
-        source: dict[str, Any] = {**defaults, **config.source.client_config()}
-        target: dict[str, Any] = {**defaults, **config.target.client_config()}
-        self.admin_settings: dict[str, dict[str, Any]] = {
-            "source": {**source, "error_cb": self._client_error("source")},
-            "target": {**target, "error_cb": self._client_error("target")},
-        }
-        self.source_admin = AdminClient(self.admin_settings["source"])
-        self.target_admin = AdminClient(self.admin_settings["target"])
-        self.consumer = Consumer(
-            {
-                **source,
-                "group.id": config.consumer_group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "partition.assignment.strategy": "cooperative-sticky",
-                # Notice partitions added on the source as fast as new topics.
-                "topic.metadata.refresh.interval.ms": int(
-                    config.refresh_topics_interval_seconds * 1000
-                ),
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                "queued.max.messages.kbytes": 256 * 1024,
-                "error_cb": self._client_error("source"),
-                "on_commit": self._committed,
-            }
-        )
-        producer_settings = {
-            "enable.idempotence": True,
-            "enable.gapless.guarantee": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "batch.size": 1024 * 1024,
-            "queue.buffering.max.messages": 200_000,
-            "queue.buffering.max.kbytes": 256 * 1024,
-        }
-        self.producer_settings = {
-            **target,
-            **producer_settings,
-            "error_cb": self._client_error("target"),
-        }
-        self.producer = Producer(self.producer_settings)
-        at_source = config.offset_syncs.location == "source"
-        self.syncs_producer = (
-            Producer(
-                {
-                    **source,
-                    "enable.idempotence": True,
-                    "linger.ms": 5,
-                    "error_cb": self._client_error("source"),
-                }
-            )
-            if at_source
-            else self.producer
-        )
-        self.offset_syncs_topic = offset_syncs_topic(config.target.alias)
+        errors = ClientErrors(config, metrics, self._set_reachable, self._client_failed)
+        self.clients = clients(config, errors.callback, self._committed)
         self.checkpoints_topic = checkpoints_topic(config.source.alias)
-        readers = {
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "group.id": f"{config.consumer_group}.internal",
-        }
-        self.internal_readers = [
-            Consumer({**(source if at_source else target), **readers}),
-            Consumer({**target, **readers}),
-        ]
+        syncs_topic = offset_syncs_topic(
+            config.source.alias, config.target.alias, config.offset_syncs.location
+        )
+        self.sync_writer = OffsetSyncWriter(syncs_topic, metrics)
+        self.topics = TopicSync(
+            self.clients,
+            metrics,
+            self._set_reachable,
+            (self.sync_writer.topic, self.checkpoints_topic),
+        )
+        groups = config.checkpoints.groups
         self.checkpointer = Checkpointer(
-            self.source_admin,
-            self.target_admin,
-            self.producer,
-            TopicTail(self.internal_readers[0], self.offset_syncs_topic),
+            self.clients.source_admin,
+            self.clients.target_admin,
+            self.clients.producer,
+            TopicTail(self.clients.syncs_reader, self.sync_writer.topic),
             self.checkpoints_topic,
             GroupFilter(
-                Selection(
-                    tuple(config.checkpoints.groups.includes),
-                    tuple(config.checkpoints.groups.excludes),
-                ),
+                Selection(tuple(groups.includes), tuple(groups.excludes)),
                 own_group=config.consumer_group,
             ),
             config.checkpoints.sync_group_offsets,
-            self.metrics,
+            metrics,
         )
+        self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
+        self.tasks = [
+            Periodic("commit", config.commit_interval_seconds, self._commit),
+            Periodic("topics", config.refresh_topics_interval_seconds, self._refresh_topics),
+            Periodic("configs", config.topic_config_sync.interval_seconds, self._sync_configs),
+            Periodic("checkpoints", config.checkpoints.interval_seconds, self._checkpoint),
+            Periodic("heartbeats", config.heartbeats.interval_seconds, self._heartbeat),
+            Periodic("deliveries", DELIVERY_CHECK_SECONDS, self._check_deliveries),
+        ]
 
-    def _client_error(self, cluster: str) -> Callable[[KafkaError], None]:
-        alias = getattr(self.config, cluster).alias
-
-        def report(error: KafkaError) -> None:
-            code = error.code()
-            if error.fatal():  # the gapless producer could no longer keep records in order
-                self._fail(f"{cluster} cluster {alias}: {error.str()}")
-            if code in AUTH_ERRORS:
-                self.metrics.errors.labels("authentication").inc()
-                message = f"{cluster} cluster {alias} refused our credentials: {error.str()}"
-                level = logging.ERROR
-            elif code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
-                self.metrics.errors.labels("connection").inc()
-                if code == KafkaError._ALL_BROKERS_DOWN:
-                    self._set_reachable(cluster, False)
-                message, level = f"{cluster} cluster {alias}: {error.str()}", logging.WARNING
-            else:
-                self.metrics.errors.labels("client").inc()
-                message, level = f"{cluster} cluster {alias}: {error.str()}", logging.WARNING
-            # Every client (consumer, producer, admins) reports the same outage, over and over:
-            # the metrics count each report; the log has each kind once a minute per cluster.
-            now, kind = time.monotonic(), (cluster, code)
-            if now - self._logged_errors.get(kind, -ERROR_LOG_INTERVAL) >= ERROR_LOG_INTERVAL:
-                self._logged_errors[kind] = now
-                log.log(level, "%s", message)
-
-        return report
+    def _client_failed(self, cluster: str, message: str) -> None:
+        """An idempotent producer could no longer keep records in order."""
+        if cluster == "target":
+            self.producer_failure = message
+        else:
+            self._fail(f"the offset-sync producer failed: {message}")
 
     def _set_reachable(self, cluster: str, up: bool) -> None:
         self.reachable[cluster] = up
@@ -362,7 +166,7 @@ class MirrorWorker:
         self.stopping.set()
 
     def run(self) -> None:
-        """Mirror until stopped; then pass the barrier, leave the group and close."""
+        """Mirror until stopped; then commit what the target acknowledged and leave the group."""
         log.info(
             "mirroring %s → %s for %s",
             self.config.source.alias,
@@ -370,24 +174,27 @@ class MirrorWorker:
             self.config.mirror,
         )
         try:
-            while not self.stopping.is_set():
+            while not self.stopping.is_set() and self.failure is None:
                 self.watchdog.beat()
                 now = time.monotonic()
                 for task in self.tasks:
                     task.run_if_due(now, self._task_failed)
-                if self.failure:
-                    raise WorkerFailed(self.failure)
-                if self.subscribed:
+                if self.producer_failure is not None:
+                    self._replace_producer(self.producer_failure)
+                if self.backlog:
+                    batch, self.backlog = self.backlog, []
+                    self._mirror(batch)
+                elif self.subscribed:
                     self._mirror(self._next_batch())
                 else:
                     self.stopping.wait(POLL_SECONDS)
-                self.producer.poll(0)
-                self.syncs_producer.poll(0)
-            self._barrier()
+                self._serve_reports(BACKLOG_WAIT_SECONDS if self.backlog else 0)
+                self.sync_writer.publish(self.clients.syncs_producer)
         finally:
-            self.consumer.close()
-            for reader in self.internal_readers:
-                reader.close()
+            # Whatever ended the loop: commit only what the target acknowledged.
+            self._barrier(None, SHUTDOWN_FLUSH_SECONDS)
+            self.closing = True
+            self.clients.close()
         if self.failure:
             raise WorkerFailed(self.failure)
 
@@ -397,11 +204,24 @@ class MirrorWorker:
         (`consume` with a timeout waits the whole timeout for a full batch: at low rates that
         would add its timeout to every record's latency.)
         """
-        batch = self.consumer.consume(num_messages=BATCH_SIZE, timeout=0)
+        batch = self.clients.consumer.consume(num_messages=BATCH_SIZE, timeout=0)
         if batch:
             return batch
-        first = self.consumer.poll(POLL_SECONDS)
+        first = self.clients.consumer.poll(POLL_SECONDS)
         return [] if first is None else [first]
+
+    def _serve_reports(self, timeout: float) -> None:
+        """Serve the producers' delivery reports; a producer that fails here is replaced."""
+        try:
+            self.clients.producer.poll(timeout)
+        # librdkafka's fatal error surfaces as an exception from poll, and as a SystemError
+        # from the next callback that runs while it is pending.
+        except (KafkaException, SystemError) as error:
+            self.producer_failure = str(error)
+        for flow in [f for f in self.flows.values() if f.refused is not None]:
+            self._rewind(flow, flow.acknowledged, f"the target refused {flow.refused}")
+        if self.clients.syncs_producer is not self.clients.producer:
+            self.clients.syncs_producer.poll(0)
 
     def _task_failed(self, name: str, error: Exception) -> None:
         self.metrics.errors.labels(name).inc()
@@ -415,62 +235,75 @@ class MirrorWorker:
     def _mirror(self, messages: list[Message]) -> None:
         # The hot path: one pass per record, attribute lookups hoisted out of the loop.
         identity = self.config.topic_naming.policy == "identity"
-        target_alias = self.config.target.alias
-        flows, held, produce = self.flows, self.held, self.producer.produce
+        flows, produce = self.flows, self.clients.producer.produce
         pack_offset = PROVENANCE_OFFSET.pack
+        cycles = self._cycles(messages) if identity else None
         last = len(messages) - 1
         for index, message in enumerate(messages):
             error = message.error()
             if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    self.metrics.errors.labels("consume").inc()
-                    log.warning("consuming from the source: %s", error.str())
+                self._consume_event(message, error)
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
-            if held and (topic, partition) in held:
-                continue  # waiting for its remote partition; it was rewound to the first record
             flow = flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
-            if flow is None:
+            if flow is None or flow.stop or flow.held or offset < flow.next_upstream:
+                continue  # not mirrored, paused at an earlier record, or fetched before a seek
+            if cycles and index in cycles:
+                flow.skipped(offset)  # came from the target in the first place
                 continue
             headers = cast(Headers, message.headers() or [])
-            if identity and target_alias in provenance_aliases(headers):
-                continue  # came from the target in the first place: a cycle
             headers.append((PROVENANCE_HEADER, flow.provenance_prefix + pack_offset(offset)))
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
+            size = (len(key) if key else 0) + (len(value) if value else 0)
+            if size > flow.size_watch and self._too_large(flow, offset, key, value, headers):
+                continue
             following = messages[index + 1] if index < last else None
             # Reported where the offset sync rule may fire (an upstream gap, `maxLag` records
-            # since the last such report) and where a partition's run in this batch ends.
+            # since the last such report), where a partition's run in this batch ends, and
+            # before a record skipped as a cycle (it will not be reported itself).
             sync_point = offset != flow.next_upstream or offset >= flow.next_sync_point
             report = (
                 sync_point
                 or following is None
                 or following.partition() != partition
                 or following.topic() != topic
+                or following.error() is not None  # the end of the partition: the run ends
+                or (cycles is not None and index + 1 in cycles)
             )
-            while True:
-                try:
-                    # Positional: keyword arguments cost the C call a string lookup per keyword.
-                    # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
-                    produce(
-                        flow.remote,
-                        value,
-                        key,
-                        partition,
-                        flow.on_delivery if report else None,
-                        None,
-                        timestamp if timestamp > 0 else 0,
-                        headers,
-                    )
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)  # the local queue is full: let deliveries drain
+            try:
+                # Positional: keyword arguments cost the C call a string lookup per keyword.
+                # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
+                produce(
+                    flow.remote,
+                    value,
+                    key,
+                    partition,
+                    flow.on_delivery if report else None,
+                    None,
+                    timestamp if timestamp > 0 else 0,
+                    headers,
+                )
+            except BufferError:
+                # The local queue is full: keep the rest for the next round, which first lets
+                # deliveries drain (the loop goes on, so probes and SIGTERM are answered).
+                self.backlog = [m for m in messages[index:] if self._still_wanted(m)]
+                return
+            except KafkaException as refusal:
+                error = refusal.args[0]
+                if error.code() == KafkaError._FATAL:
+                    # The producer failed: the loop replaces it, then goes on from here.
+                    self.producer_failure = error.str()
+                    self.backlog = [m for m in messages[index:] if self._still_wanted(m)]
+                    return
+                self._refused(flow, offset, error)
+                continue
             # Only once queued: its report cannot come before produce() returned, and a record
             # that failed to queue must not shift the reports of the ones after it.
             flow.next_upstream = offset + 1
             flow.unreported_records += 1
-            flow.unreported_bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            flow.unreported_bytes += size
             if report:
                 flow.in_flight.append(
                     (offset, timestamp, flow.unreported_records, flow.unreported_bytes)
@@ -479,103 +312,237 @@ class MirrorWorker:
             if sync_point:
                 flow.next_sync_point = offset + flow.emitter.max_lag + 1
 
+    def _cycles(self, messages: list[Message]) -> set[int]:
+        """Indexes of the records that came from the target (identity naming: by header)."""
+        target = self.config.target.alias
+        return {
+            index
+            for index, message in enumerate(messages)
+            if message.error() is None
+            and target in provenance_aliases(cast(Headers, message.headers() or []))
+        }
+
+    def _consume_event(self, message: Message, error: KafkaError) -> None:
+        if error.code() != KafkaError._PARTITION_EOF:
+            self.metrics.errors.labels("consume").inc()
+            log.warning("consuming from the source: %s", error.str())
+            return
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        if topic is None or partition is None or offset is None:
+            return
+        flow = self.flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
+        if flow is not None:
+            flow.reached_end(offset)
+
+    def _still_wanted(self, message: Message) -> bool:
+        flow = self.flows.get((message.topic() or "", message.partition() or 0))
+        return flow is None or not (flow.stop or flow.held or flow.abandoned)
+
     def _open_flow(self, topic: str, partition: int, offset: int) -> PartitionFlow | None:
-        remote = self.plan.mirrored.get(topic)
+        remote = self.topics.plan.mirrored.get(topic)
         if remote is None:
             return None  # dropped from the selection; its revocation is on its way
-        if partition >= self.remote_partitions.get(remote, 0):
-            # The source grew since the last refresh: hold this partition (rewound to this
-            # record) until the next refresh has grown the remote topic.
-            held = TopicPartition(topic, partition, offset)
-            self.consumer.pause([held])
-            self.consumer.seek(held)
-            self.held[(topic, partition)] = held
-            return None
-        # Rewound: the first record comes from where it went (the seek drops what was fetched).
-        first = min(offset, self.rewound.pop((topic, partition), offset))
+        flow = self._new_flow(topic, partition, remote, offset)
+        if partition >= self.topics.remote_partitions.get(remote, 0):
+            # The source grew since the last refresh: wait for it to grow the remote topic.
+            self._stop(flow, offset, f"{remote} has no partition {partition} yet", 0.0)
+        return flow
+
+    def _new_flow(self, topic: str, partition: int, remote: str, start: int) -> PartitionFlow:
+        limit = self.topics.max_record_bytes.get(remote)
         flow = PartitionFlow(
             topic,
             partition,
             remote,
             Provenance.prefix(self.config.source.alias, partition),
             SyncEmitter(self.config.offset_syncs.max_lag),
-            self._publish_sync,
-            self._fail,
-            acknowledged=first,
+            self.sync_writer.queue,
+            start,
         )
+        flow.size_watch = limit - SIZE_SLACK if limit else 2**62
         self.flows[(topic, partition)] = flow
         return flow
 
-    def _publish_sync(self, sync: OffsetSync) -> None:
-        self.syncs_producer.produce(self.offset_syncs_topic, key=sync.key(), value=sync.value())
-        self.metrics.offset_syncs.labels(sync.topic).inc()
+    # --- records the target cannot take (yet) ---------------------------------------------
+
+    def _too_large(
+        self, flow: PartitionFlow, offset: int, key: bytes | None, value: bytes | None, h: Headers
+    ) -> bool:
+        """Stop the partition at a record larger than its remote topic accepts."""
+        limit = self.topics.max_record_bytes.get(flow.remote)
+        size = single_record_batch_bytes(key, value, h)
+        if limit is None or size <= limit:
+            return False
+        reason = (
+            f"the record is {size} bytes, over {flow.remote}'s max.message.bytes ({limit}): "
+            "raise it on the target to go on"
+        )
+        self._stop(flow, offset, reason, STOP_RETRY_SECONDS)
+        return True
+
+    def _refused(self, flow: PartitionFlow, offset: int, error: KafkaError) -> None:
+        if error.code() in UNKNOWN_REMOTE:
+            # The remote partition is new, or was deleted: then every record of it the producer
+            # held failed, reported or not. Hold it from its first unacknowledged record.
+            reason = f"the producer does not know {flow.remote}[{flow.partition}] yet"
+            start = flow.acknowledged
+            self._rewind(flow, start, reason)
+            self._stop(self.flows[(flow.topic, flow.partition)], start, reason, 0.0)
+        else:
+            self._stop(flow, offset, f"the producer refused it: {error.str()}", STOP_RETRY_SECONDS)
+
+    def _stop(self, flow: PartitionFlow, offset: int, reason: str, retry_after: float) -> None:
+        """Pause the partition at `offset`; it is consumed again from there when due."""
+        key = (flow.topic, flow.partition)
+        before, times = self.stops.get(key, (-1, 0))
+        retries = times if before == offset else 0
+        self.stops[key] = (offset, retries + 1)
+        delay = min(retry_after * 2**retries, MAX_STOP_RETRY_SECONDS) if retry_after else 0.0
+        flow.stop = Stop(offset, reason, time.monotonic() + delay, retries)
+        if retry_after:
+            log.error("%s", flow.stop.describe(flow.topic, flow.partition))
+            self.metrics.errors.labels("partition stopped").inc()
+        point = TopicPartition(flow.topic, flow.partition, offset)
+        try:
+            self.clients.consumer.pause([point])
+            self.clients.consumer.seek(point)
+        except KafkaException as error:
+            # Going on could commit past records that were never acknowledged.
+            self._fail(f"cannot pause {flow.topic}[{flow.partition}] at {offset}: {error}")
+        self.backlog = [m for m in self.backlog if self._still_wanted(m)]
+
+    def _resume_due(self) -> None:
+        """Consume stopped partitions again from their record, once due (after a refresh), and
+        at once when their remote topic's size limit was raised."""
+        now = time.monotonic()
+        stopped = {f.remote for f in self.flows.values() if f.stop is not None}
+        limits = remote_topics.max_message_bytes(self.clients.target_admin, stopped)
+        known = self.topics.max_record_bytes
+        raised = {r for r, limit in limits.items() if limit > known.get(r, limit)}
+        known.update(limits)
+        for flow in self.flows.values():
+            if flow.stop is not None and flow.remote in raised:
+                flow.stop.retry_at = now
+        due = [f for f in self.flows.values() if f.stop is not None and f.stop.retry_at <= now]
+        for remote in {f.remote for f in due}:
+            self.clients.producer.list_topics(remote, timeout=TARGET_PROBE_SECONDS)
+        for flow in due:
+            assert flow.stop is not None
+            if flow.partition >= self.topics.remote_partitions.get(flow.remote, 0):
+                continue  # still waiting for the remote partition
+            flow.size_watch = self.topics.max_record_bytes.get(flow.remote, 2**62) - SIZE_SLACK
+            flow.stop = None
+            self.clients.consumer.resume([TopicPartition(flow.topic, flow.partition)])
+
+    def _rewind(self, flow: PartitionFlow, offset: int, why: str) -> None:
+        """Consume the partition again from `offset` with a new flow; the old one's late
+        reports are ignored."""
+        key = (flow.topic, flow.partition)
+        flow.abandoned = True
+        fresh = self._new_flow(flow.topic, flow.partition, flow.remote, offset)
+        fresh.stop, fresh.held = flow.stop, flow.held
+        before, times = self.refusals.get(key, (-1, 0))
+        if before == offset and times >= REFUSALS_BEFORE_STOP:
+            self._stop(fresh, offset, why, STOP_RETRY_SECONDS)
+            return
+        self.refusals[key] = (offset, times + 1 if before == offset else 1)
+        point = TopicPartition(flow.topic, flow.partition, offset)
+        try:
+            self.clients.consumer.seek(point)
+        except KafkaException as error:
+            self._fail(f"cannot rewind {flow.topic}[{flow.partition}] to {offset}: {error}")
+        # What the batch still held of it comes again from the seek, in order.
+        self.backlog = [m for m in self.backlog if (m.topic(), m.partition()) != key]
+
+    def _replace_producer(self, reason: str) -> None:
+        """Give up on the producer: each partition with records waiting is consumed again from
+        its first unacknowledged record, through a new producer."""
+        log.warning("replacing the producer and re-sending what it held: %s", reason)
+        self.metrics.errors.labels("producer replaced").inc()
+        self.producer_failure = None
+        failed = FAILED_PARTITION.search(reason)
+        culprit = (failed.group(1), int(failed.group(2))) if failed else None
+        old = self.clients.renew_producer()
+        self.checkpointer.producer = self.clients.producer
+        for flow in list(self.flows.values()):
+            if flow.settled() and flow.refused is None:
+                continue
+            self._rewind(flow, flow.acknowledged, reason)
+            if (flow.remote, flow.partition) != culprit:
+                self.refusals.pop((flow.topic, flow.partition), None)
+        old.purge()
+        with suppress(KafkaException, SystemError):
+            old.poll(0)  # its purged records' reports, to abandoned flows
+        self.delivery_watch.progress = None
 
     # --- progress -------------------------------------------------------------------------
 
     def _commit(self) -> None:
         """Commit what the target has acknowledged so far, without waiting for the rest."""
-        if self.failure:
-            return  # never commit past a refused record
+        self.sync_writer.promote_delayed()
+        self.sync_writer.publish(self.clients.syncs_producer)
         self._publish_figures()
-        if not self.subscribed:
-            return
-        offsets = self._acknowledged(self.consumer.assignment())
+        self._hold_unacknowledged()
+        offsets = commit_offsets(self.flows.values())
         if offsets:
-            self.consumer.commit(offsets=offsets, asynchronous=True)
+            self.clients.consumer.commit(offsets=offsets, asynchronous=True)
             self._update_lag(offsets)
+
+    def _hold_unacknowledged(self) -> None:
+        """Stop consuming a partition the target has acknowledged nothing of for a while, and
+        go on once it does: records waiting for one stalled partition (short of in-sync
+        replicas on the target) would otherwise fill the producer's queue and stop them all."""
+        now = time.monotonic()
+        consumer = self.clients.consumer
+        for flow in self.flows.values():
+            waiting = flow.waiting_since is not None and now - flow.waiting_since >= HOLD_SECONDS
+            if waiting and not flow.held and flow.stop is None:
+                flow.held = True
+                point = TopicPartition(flow.topic, flow.partition, flow.next_upstream)
+                consumer.pause([point])
+                consumer.seek(point)  # what was fetched past the last record handled comes again
+                key = (flow.topic, flow.partition)
+                self.backlog = [m for m in self.backlog if (m.topic(), m.partition()) != key]
+            elif flow.held and not waiting:
+                flow.held = False
+                consumer.resume([TopicPartition(flow.topic, flow.partition)])
 
     def _committed(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if error is not None and error.code() not in _REBALANCING:
             self.metrics.errors.labels("commit").inc()
             log.warning("committing offsets (will retry): %s", error.str())
 
-    def _acknowledged(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """Per partition, the offset before which every consumed record is on the target.
-
-        With nothing waiting for an acknowledgement that is the consumer's position, which also
-        steps over records not mirrored (cycles) and transaction markers; else one past the
-        newest acknowledged; for a partition rewound and not consumed since, where it went.
-        """
-        offsets = []
-        for position in self.consumer.position(partitions):
-            key = (position.topic, position.partition)
-            flow = self.flows.get(key)
-            if flow is None:
-                offset = self.rewound.get(key, position.offset)
-            else:
-                offset = position.offset if flow.settled() else flow.acknowledged
-            if offset >= 0:
-                offsets.append(TopicPartition(position.topic, position.partition, offset))
-        return offsets
-
-    def _barrier(self, partitions: list[TopicPartition] | None = None) -> None:
-        """Wait until the target acknowledged everything consumed, then commit it."""
-        for producer in {id(p): p for p in (self.producer, self.syncs_producer)}.values():
-            remaining = producer.flush(30)
-            if remaining:
-                raise KafkaException(f"{remaining} records still unacknowledged by the target")
-        if self.failure:
-            return  # never commit past a refused record
-        for flow in self.flows.values():
-            flow.all_delivered()
+    def _barrier(self, partitions: list[TopicPartition] | None, timeout: float) -> None:
+        """Wait (up to `timeout`) for the target to acknowledge what is queued, then commit what
+        it acknowledged of `partitions` (all when None)."""
+        self.sync_writer.promote_delayed()
+        self.sync_writer.publish(self.clients.syncs_producer)
+        try:
+            remaining = self.clients.producer.flush(timeout)
+        except (KafkaException, SystemError) as error:
+            self.producer_failure, remaining = str(error), -1
+        if remaining == 0 and self.producer_failure is None:
+            for flow in self.flows.values():
+                flow.all_delivered()
+        elif timeout:
+            log.warning("the target has not acknowledged everything: committing what it has")
+        if self.clients.syncs_producer is not self.clients.producer:
+            self.clients.syncs_producer.flush(min(timeout, 5.0))
         self._publish_figures()
-        if not self.subscribed:
-            return
-        assigned = partitions if partitions is not None else self.consumer.assignment()
-        offsets = self._acknowledged(assigned)
+        keys = None if partitions is None else {(tp.topic, tp.partition) for tp in partitions}
+        offsets = commit_offsets(f for k, f in self.flows.items() if keys is None or k in keys)
         if not offsets:
             return
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+            self.clients.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as error:
-            if error.args[0].code() not in _REBALANCING:
-                raise
-            # The group is rebalancing; the revocation callback commits what we give up.
-            log.info("commit deferred: %s", error.args[0].str())
+            # Rebalancing, or the group is gone: the next owner resumes from the last commit.
+            log.info("commit before giving partitions up failed: %s", error.args[0].str())
             return
         self._update_lag(offsets)
 
     def _publish_figures(self) -> None:
+        now = time.monotonic()
         for flow in self.flows.values():
             if flow.records:
                 labels = (flow.topic, str(flow.partition))
@@ -588,35 +555,42 @@ class MirrorWorker:
                     histogram.observe(latency)
                 self.metrics.last_latency.labels(flow.topic).set(flow.latencies[-1])
                 flow.latencies.clear()
+            if flow.waiting_since is None and not flow.settled():
+                flow.waiting_since = now
+        self.metrics.set_partition_problems(
+            (f.topic, f.partition, f.problem(now)) for f in self.flows.values()
+        )
 
     def _update_lag(self, positions: list[TopicPartition]) -> None:
         for tp in positions:
-            _low, high = self.consumer.get_watermark_offsets(tp, cached=True) or (0, -1)
+            _low, high = self.clients.consumer.get_watermark_offsets(tp, cached=True) or (0, -1)
             if high >= 0:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(high - tp.offset, 0))
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.info("assigned %d partitions", len(partitions))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Before giving partitions to another replica, pass the barrier for them."""
+    def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
+        """Before giving partitions to another replica, commit what the target holds of them."""
         log.info("revoked %d partitions", len(partitions))
-        try:
-            self._barrier(partitions)
-        except KafkaException as error:
-            log.error("could not commit revoked partitions: %s", error)
+        self._barrier(partitions, 0.0 if self.closing else REVOKE_FLUSH_SECONDS)
         self._forget(partitions)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
+        log.warning("lost %d partitions (no commit: another worker may own them)", len(partitions))
         self._forget(partitions)
 
     def _forget(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
-            self.flows.pop((tp.topic, tp.partition), None)
-            self.held.pop((tp.topic, tp.partition), None)
-            self.rewound.pop((tp.topic, tp.partition), None)
-            with suppress(KeyError):  # no lag reported for it yet
-                self.metrics.lag.remove(tp.topic, str(tp.partition))
+            key = (tp.topic, tp.partition)
+            flow = self.flows.pop(key, None)
+            if flow is not None:
+                flow.abandoned = True
+            self.refusals.pop(key, None)
+            self.stops.pop(key, None)
+            self.metrics.forget_partition(tp.topic, tp.partition)
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self.backlog = [m for m in self.backlog if (m.topic(), m.partition()) not in gone]
 
     # --- periodic tasks -------------------------------------------------------------------
 
@@ -637,66 +611,14 @@ class MirrorWorker:
 
     def _refresh_topics(self) -> None:
         self._reload_config()
-        selections, problems = self.config.compiled_selections()
-        self.metrics.invalid_patterns.set(len(problems))
-        if problems != self._last_problems:
-            for problem in problems:
-                log.error("ignoring %s", problem)
-            self._last_problems = problems
-        try:
-            source_counts = remote_topics.partition_counts(self.source_admin)
-            self._set_reachable("source", True)
-        except KafkaException:
-            self._set_reachable("source", False)
-            raise
-        plan = plan_topics(source_counts, selections, self.config.namer(), self.config.target.alias)
-        wanted = {remote: source_counts[topic] for topic, remote in plan.mirrored.items()}
-        try:
-            existing = remote_topics.partition_counts(self.target_admin, wanted)
-            self._set_reachable("target", True)
-            if not self.internal_topics_ready:
-                self._create_internal_topics()
-            new = {t for t, r in plan.mirrored.items() if r not in existing}
-            configs = self._remote_configs(new, plan)
-            failed = set(remote_topics.create_or_grow(self.target_admin, wanted, existing, configs))
-        except KafkaException:
-            self._set_reachable("target", False)
-            raise
-        skipped = plan.skipped + [
-            SkippedTopic(topic, "the remote topic could not be created (see the worker log)")
-            for topic, remote in plan.mirrored.items()
-            if remote in failed
-        ]
-        mirrored = {t: r for t, r in plan.mirrored.items() if r not in failed}
-        if skipped != self.plan.skipped:
-            for skip in skipped:
-                log.warning("not mirroring %s: %s", skip.topic, skip.reason)
-        self.remote_partitions = {r: max(existing.get(r, 0), wanted[r]) for r in mirrored.values()}
-        self.plan = TopicPlan(mirrored, skipped)
-        self.metrics.set_topics(mirrored, [(s.topic, s.reason) for s in skipped])
-        self._subscribe(sorted(mirrored))
-        if self.held:
-            self.consumer.resume(list(self.held.values()))
-            self.held.clear()
-
-    def _remote_configs(self, topics: set[str], plan: TopicPlan) -> dict[str, dict[str, str]]:
-        if not self.config.topic_config_sync.enabled or not topics:
-            return {}
-        excludes = frozenset(self.config.topic_config_sync.excludes)
-        by_source = remote_topics.source_topic_configs(self.source_admin, topics, excludes)
-        return {plan.mirrored[topic]: settings for topic, settings in by_source.items()}
-
-    def _create_internal_topics(self) -> None:
-        syncs_admin = (
-            self.source_admin
-            if self.config.offset_syncs.location == "source"
-            else self.target_admin
-        )
-        remote_topics.ensure_internal_topic(syncs_admin, self.offset_syncs_topic)
-        remote_topics.ensure_internal_topic(self.target_admin, self.checkpoints_topic)
-        remote_topics.ensure_internal_topic(self.target_admin, HEARTBEATS_TOPIC)
-        self.checkpointer.load_emitted(TopicTail(self.internal_readers[1], self.checkpoints_topic))
-        self.internal_topics_ready = True
+        ready = self.topics.internal_topics_ready
+        plan = self.topics.refresh(self.config)
+        if not ready and self.topics.internal_topics_ready:
+            self.checkpointer.load_emitted(
+                TopicTail(self.clients.checkpoints_reader, self.checkpoints_topic)
+            )
+        self._subscribe(sorted(plan.mirrored))
+        self._resume_due()
 
     def _subscribe(self, topics: list[str]) -> None:
         if topics == self.subscribed:
@@ -710,34 +632,27 @@ class MirrorWorker:
             ", ".join(removed) or "-",
         )
         if topics:
-            self.consumer.subscribe(
+            self.clients.consumer.subscribe(
                 topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )
         else:
-            self._barrier()
-            self.consumer.unsubscribe()
-            self.flows.clear()
+            self._barrier(None, REVOKE_FLUSH_SECONDS)
+            self.clients.consumer.unsubscribe()
+            self._forget([TopicPartition(t, p) for t, p in list(self.flows)])
         self.subscribed = topics
 
     def _sync_configs(self) -> None:
-        if not self.config.topic_config_sync.enabled or not self.plan.mirrored:
-            return
-        excludes = frozenset(self.config.topic_config_sync.excludes)
-        by_source = remote_topics.source_topic_configs(
-            self.source_admin, self.plan.mirrored, excludes
-        )
-        remote_topics.copy_configs(
-            self.target_admin, {self.plan.mirrored[t]: s for t, s in by_source.items()}
-        )
+        self.topics.sync_configs(self.config)
 
     def _checkpoint(self) -> None:
-        if not self.config.checkpoints.enabled or not self.internal_topics_ready:
+        if not self.config.checkpoints.enabled or not self.topics.internal_topics_ready:
             return
+        mirrored = self.topics.plan.mirrored
         owned = (
             {
-                (tp.topic, tp.partition): self.plan.mirrored[tp.topic]
-                for tp in self.consumer.assignment()
-                if tp.topic in self.plan.mirrored
+                (tp.topic, tp.partition): mirrored[tp.topic]
+                for tp in self.clients.consumer.assignment()
+                if tp.topic in mirrored
             }
             if self.subscribed
             else {}
@@ -745,17 +660,11 @@ class MirrorWorker:
         try:
             self.checkpointer.run_once(owned)
         except TimeoutError:
-            # After a broker restart librdkafka's admin client (2.16) can keep timing out on
-            # group requests that a new client has answered at once.
-            self._renew_admin_clients()
+            log.info("admin requests timed out: reconnecting the admin clients")
+            self.clients.renew_admins()
+            self.checkpointer.source_admin = self.clients.source_admin
+            self.checkpointer.target_admin = self.clients.target_admin
             raise
-
-    def _renew_admin_clients(self) -> None:
-        log.info("admin requests timed out: reconnecting the admin clients")
-        self.source_admin = AdminClient(self.admin_settings["source"])
-        self.target_admin = AdminClient(self.admin_settings["target"])
-        self.checkpointer.source_admin = self.source_admin
-        self.checkpointer.target_admin = self.target_admin
 
     def _check_deliveries(self) -> None:
         waiting = [flow.acknowledged for flow in self.flows.values() if not flow.settled()]
@@ -764,45 +673,20 @@ class MirrorWorker:
         if not self.reachable["target"]:
             return  # the target is down: waiting for it is right
         try:
-            self.target_admin.list_topics(timeout=TARGET_PROBE_SECONDS)
+            self.clients.target_admin.list_topics(timeout=TARGET_PROBE_SECONDS)
         except KafkaException:
             return
         # The target answers, yet the producer has had nothing acknowledged for a minute: seen
-        # after a target broker restart under load (librdkafka 2.16), stuck until the records
-        # time out (300 s) and the gapless guarantee stops the worker.
-        self._renew_producer()
-
-    def _renew_producer(self) -> None:
-        """Give up on the producer: re-send from each partition's last acknowledged record."""
-        log.warning(
-            "the target acknowledged nothing for %.0fs although it answers: replacing the "
-            "producer and re-sending what it held",
-            self.delivery_watch.patience,
+        # after a target broker restart under load (librdkafka 2.16), stuck for good.
+        self.producer_failure = (
+            f"the target acknowledged nothing for {self.delivery_watch.patience:.0f}s "
+            "although it answers"
         )
-        self.metrics.errors.labels("producer stalled").inc()
-        for point in rewind_points(self.flows.values()):
-            self.rewound[(point.topic, point.partition)] = point.offset
-            try:
-                self.consumer.seek(point)
-            except KafkaException as error:
-                # Going on could commit past records that were never acknowledged.
-                self._fail(f"cannot rewind {point.topic}[{point.partition}]: {error}")
-                return
-        for flow in self.flows.values():
-            flow.abandoned = True
-        self.flows.clear()
-        stuck, self.producer = self.producer, Producer(self.producer_settings)
-        if self.syncs_producer is stuck:
-            self.syncs_producer = self.producer
-        self.checkpointer.producer = self.producer
-        stuck.purge()
-        stuck.poll(0)  # its purged records' reports, to abandoned flows
-        self.delivery_watch.progress = None
 
     def _heartbeat(self) -> None:
-        if not self.config.heartbeats.enabled or not self.internal_topics_ready:
+        if not self.config.heartbeats.enabled or not self.topics.internal_topics_ready:
             return
         beat = Heartbeat(
             self.config.source.alias, self.config.target.alias, int(time.time() * 1000)
         )
-        self.producer.produce(HEARTBEATS_TOPIC, key=beat.key(), value=beat.value())
+        self.clients.producer.produce(HEARTBEATS_TOPIC, key=beat.key(), value=beat.value())

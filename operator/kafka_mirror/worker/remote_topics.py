@@ -154,3 +154,21 @@ def copy_configs(target: AdminClient, configs: dict[str, dict[str, str]]) -> Non
     ]
     if resources:
         _wait(target.incremental_alter_configs(resources), "copying configs to")
+
+
+def max_message_bytes(admin: AdminClient, topics: Iterable[str]) -> dict[str, int]:
+    """Each topic's `max.message.bytes`: the largest record batch its brokers accept."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    if not resources:
+        return {}
+    limits = {}
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            entries = future.result(timeout=ADMIN_TIMEOUT)
+        except KafkaException as error:
+            log.warning("cannot read the size limit of topic %s: %s", resource.name, error)
+            continue
+        entry = entries.get("max.message.bytes")
+        if entry is not None and entry.value is not None:
+            limits[resource.name] = int(entry.value)
+    return limits

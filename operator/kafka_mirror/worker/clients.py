@@ -1,0 +1,188 @@
+"""The worker's Kafka clients, their settings and their renewal.
+
+The mirroring producer's settings are what the at-least-once argument rests on
+(docs/reliability.md): idempotent with `acks=all`, librdkafka's gapless guarantee (a failure
+that could leave a gap in a partition fails the whole producer instead), and no delivery
+timeout (`message.timeout.ms=0`: a record waits for the target as long as it takes, so a
+timeout can never drop one silently). The mirror's `config` sections cannot change them
+(`api.models.FORBIDDEN_CONFIG_KEYS`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.kafka.errors import AUTH_ERRORS
+from kafka_mirror.worker.config import WorkerConfig
+from kafka_mirror.worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+
+ERROR_LOG_INTERVAL = 60.0  # seconds between two log lines of the same client error
+
+ErrorCallback = Callable[[str], Callable[[KafkaError], None]]
+CommitCallback = Callable[[KafkaError | None, list[TopicPartition]], None]
+ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Clients"]
+
+# The largest request the producer builds: above any topic's usual max.message.bytes, below
+# the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
+PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+MIRROR_PRODUCER_SETTINGS: dict[str, Any] = {
+    "enable.idempotence": True,
+    "enable.gapless.guarantee": True,
+    "acks": "all",
+    "message.timeout.ms": 0,  # never time a record out
+    "message.max.bytes": PRODUCER_MAX_REQUEST_BYTES,
+    "linger.ms": 5,
+    "batch.size": 1024 * 1024,
+    "queue.buffering.max.messages": 200_000,
+    "queue.buffering.max.kbytes": 256 * 1024,
+}
+
+
+class ClientErrors:
+    """librdkafka's error callbacks, one per cluster: counted in the metrics, logged once a
+    minute per kind (every client reports the same outage, over and over), an outage noted as
+    unreachability, and a fatal error (an idempotent producer failed) handed to `on_fatal`."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        metrics: WorkerMetrics,
+        set_reachable: Callable[[str, bool], None],
+        on_fatal: Callable[[str, str], None],
+    ) -> None:
+        self.config, self.metrics = config, metrics
+        self.set_reachable, self.on_fatal = set_reachable, on_fatal
+        self.logged: dict[tuple[str, int], float] = {}
+
+    def callback(self, cluster: str) -> Callable[[KafkaError], None]:
+        alias = getattr(self.config, cluster).alias
+        return lambda error: self.report(cluster, alias, error)
+
+    def report(self, cluster: str, alias: str, error: KafkaError) -> None:
+        code = error.code()
+        if error.fatal():
+            self.on_fatal(cluster, error.str())
+        message, level = f"{cluster} cluster {alias}: {error.str()}", logging.WARNING
+        if code in AUTH_ERRORS:
+            self.metrics.errors.labels("authentication").inc()
+            message = f"{cluster} cluster {alias} refused our credentials: {error.str()}"
+            level = logging.ERROR
+        elif code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
+            self.metrics.errors.labels("connection").inc()
+            if code == KafkaError._ALL_BROKERS_DOWN:
+                self.set_reachable(cluster, False)
+        else:
+            self.metrics.errors.labels("client").inc()
+        now, kind = time.monotonic(), (cluster, code)
+        if now - self.logged.get(kind, -ERROR_LOG_INTERVAL) >= ERROR_LOG_INTERVAL:
+            self.logged[kind] = now
+            log.log(level, "%s", message)
+
+
+class Clients:
+    """Admin clients of both clusters, the source consumer (the workers' group), the target
+    producer, the offset-syncs producer (the target producer unless syncs live on the source)
+    and the readers of the internal topics."""
+
+    def __init__(
+        self, config: WorkerConfig, on_error: ErrorCallback, on_commit: CommitCallback
+    ) -> None:
+        client_id = f"kafka-mirror-{socket.gethostname()}"
+        # Nagle's algorithm holds small requests back for the peer's delayed ACK (tens of ms a
+        # hop); Kafka's Java clients turn it off too. A cluster's own config may turn it on.
+        defaults = {"socket.nagle.disable": True, "client.id": client_id}
+        source: dict[str, Any] = {**defaults, **config.source.client_config()}
+        target: dict[str, Any] = {**defaults, **config.target.client_config()}
+        self.target_settings = target
+        self.admin_settings: dict[str, dict[str, Any]] = {
+            "source": {**source, "error_cb": on_error("source")},
+            "target": {**target, "error_cb": on_error("target")},
+        }
+        self.source_admin = AdminClient(self.admin_settings["source"])
+        self.target_admin = AdminClient(self.admin_settings["target"])
+        self.consumer = Consumer(
+            {
+                **source,
+                "group.id": config.consumer_group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "cooperative-sticky",
+                # The end-of-partition event tells the loop that the offsets before it that
+                # never came hold no record for it (transaction markers).
+                "enable.partition.eof": True,
+                # The workers read what the source's consumers read.
+                "isolation.level": "read_committed",
+                # Notice partitions added on the source as fast as new topics.
+                "topic.metadata.refresh.interval.ms": int(
+                    config.refresh_topics_interval_seconds * 1000
+                ),
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                "queued.max.messages.kbytes": 256 * 1024,
+                "error_cb": on_error("source"),
+                "on_commit": on_commit,
+            }
+        )
+        self.producer_settings = {
+            **target,
+            **MIRROR_PRODUCER_SETTINGS,
+            "error_cb": on_error("target"),
+        }
+        self.producer = Producer(self.producer_settings)
+        self.syncs_at_source = config.offset_syncs.location == "source"
+        self.syncs_producer = (
+            Producer(
+                {
+                    **source,
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "error_cb": on_error("source"),
+                }
+            )
+            if self.syncs_at_source
+            else self.producer
+        )
+        readers = {
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "group.id": f"{config.consumer_group}.internal",
+        }
+        self.syncs_reader = Consumer({**(source if self.syncs_at_source else target), **readers})
+        self.checkpoints_reader = Consumer({**target, **readers})
+
+    @property
+    def syncs_admin(self) -> AdminClient:
+        return self.source_admin if self.syncs_at_source else self.target_admin
+
+    def renew_admins(self) -> None:
+        """After a broker restart librdkafka's admin client (2.16) can keep timing out on group
+        requests that a new client has answered at once."""
+        self.source_admin = AdminClient(self.admin_settings["source"])
+        self.target_admin = AdminClient(self.admin_settings["target"])
+
+    def renew_producer(self) -> Producer:
+        """A new target producer in place of the current one, which is returned (to purge)."""
+        old, self.producer = self.producer, Producer(self.producer_settings)
+        if self.syncs_producer is old:
+            self.syncs_producer = self.producer
+        return old
+
+    def producers(self) -> list[Producer]:
+        return list({id(p): p for p in (self.producer, self.syncs_producer)}.values())
+
+    def close(self) -> None:
+        """Leave the group (serving the revocation callback) and close the readers."""
+        self.consumer.close()
+        self.syncs_reader.close()
+        self.checkpoints_reader.close()

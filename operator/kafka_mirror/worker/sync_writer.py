@@ -1,0 +1,44 @@
+"""Offset syncs on their way to the offset-syncs topic, as MirrorMaker 2's OffsetSyncWriter
+sends them: a sync due by the emission rule goes out at once; the newest one not due yet is
+delayed to the next commit, so a partition that went quiet still gets its last offsets synced
+(exact translation for groups that consumed everything)."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException, Producer
+
+from kafka_mirror.kafka.formats import OffsetSync
+from kafka_mirror.worker.metrics import WorkerMetrics
+
+
+class OffsetSyncWriter:
+    def __init__(self, topic: str, metrics: WorkerMetrics) -> None:
+        self.topic, self.metrics = topic, metrics
+        self.pending: dict[tuple[str, int], OffsetSync] = {}
+        self.delayed: dict[tuple[str, int], OffsetSync] = {}
+
+    def queue(self, sync: OffsetSync, due: bool) -> None:
+        """From a delivery report: never produces (reports are served inside the producer's
+        poll, where a full queue must not raise)."""
+        key = (sync.topic, sync.partition)
+        if due:
+            self.delayed.pop(key, None)
+            self.pending[key] = sync
+        else:
+            self.delayed[key] = sync
+
+    def promote_delayed(self) -> None:
+        """At commit time the delayed syncs become due (each is newer than a pending one)."""
+        self.pending.update(self.delayed)
+        self.delayed.clear()
+
+    def publish(self, producer: Producer) -> None:
+        """Produce the pending syncs; a full queue keeps the rest for the next call."""
+        while self.pending:
+            key, sync = next(iter(self.pending.items()))
+            try:
+                producer.produce(self.topic, key=sync.key(), value=sync.value())
+            except (BufferError, KafkaException):
+                return  # a full queue, or a failed producer the loop is replacing
+            del self.pending[key]
+            self.metrics.offset_syncs.labels(sync.topic).inc()

@@ -1,0 +1,114 @@
+"""Which topics to mirror, and their remote topics on the target (MirrorMaker 2's
+MirrorSourceConnector duties): the selection applied to the source's topics, remote topics
+created and grown with their source, configs copied, the internal topics created, and each
+remote topic's record size limit read so that the worker can refuse a record the target
+cannot take before it reaches the producer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from confluent_kafka import KafkaException
+
+from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC
+from kafka_mirror.topics import SkippedTopic, TopicPlan, plan_topics
+from kafka_mirror.worker import remote_topics
+from kafka_mirror.worker.clients import Clients
+from kafka_mirror.worker.config import WorkerConfig
+from kafka_mirror.worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class TopicSync:
+    def __init__(
+        self,
+        clients: Clients,
+        metrics: WorkerMetrics,
+        set_reachable: Callable[[str, bool], None],
+        internal_topics: tuple[str, str],  # offset syncs, checkpoints
+    ) -> None:
+        self.clients, self.metrics, self.set_reachable = clients, metrics, set_reachable
+        self.offset_syncs_topic, self.checkpoints_topic = internal_topics
+        self.plan = TopicPlan({}, [])
+        self.remote_partitions: dict[str, int] = {}
+        self.max_record_bytes: dict[str, int] = {}  # remote topic → its max.message.bytes
+        self.internal_topics_ready = False
+        self._last_problems: list[str] = []
+
+    def refresh(self, config: WorkerConfig) -> TopicPlan:
+        """List the source's topics, apply the selections, create or grow the remote topics."""
+        selections, problems = config.compiled_selections()
+        self.metrics.invalid_patterns.set(len(problems))
+        if problems != self._last_problems:
+            for problem in problems:
+                log.error("ignoring %s", problem)
+            self._last_problems = problems
+        try:
+            source_counts = remote_topics.partition_counts(self.clients.source_admin)
+            self.set_reachable("source", True)
+        except KafkaException:
+            self.set_reachable("source", False)
+            raise
+        plan = plan_topics(source_counts, selections, config.namer(), config.target.alias)
+        wanted = {remote: source_counts[topic] for topic, remote in plan.mirrored.items()}
+        target = self.clients.target_admin
+        try:
+            existing = remote_topics.partition_counts(target, wanted)
+            self.set_reachable("target", True)
+            if not self.internal_topics_ready:
+                self._create_internal_topics()
+            new = {t for t, r in plan.mirrored.items() if r not in existing}
+            configs = self._remote_configs(config, new, plan)
+            failed = set(remote_topics.create_or_grow(target, wanted, existing, configs))
+            unknown = [r for r in wanted if r not in failed and r not in self.max_record_bytes]
+            self.max_record_bytes.update(remote_topics.max_message_bytes(target, unknown))
+        except KafkaException:
+            self.set_reachable("target", False)
+            raise
+        skipped = plan.skipped + [
+            SkippedTopic(topic, "the remote topic could not be created (see the worker log)")
+            for topic, remote in plan.mirrored.items()
+            if remote in failed
+        ]
+        mirrored = {t: r for t, r in plan.mirrored.items() if r not in failed}
+        if skipped != self.plan.skipped:
+            for skip in skipped:
+                log.warning("not mirroring %s: %s", skip.topic, skip.reason)
+        self.remote_partitions = {r: max(existing.get(r, 0), wanted[r]) for r in mirrored.values()}
+        self.plan = TopicPlan(mirrored, skipped)
+        self.metrics.set_topics(mirrored, [(s.topic, s.reason) for s in skipped])
+        return self.plan
+
+    def _remote_configs(
+        self, config: WorkerConfig, topics: set[str], plan: TopicPlan
+    ) -> dict[str, dict[str, str]]:
+        if not config.topic_config_sync.enabled or not topics:
+            return {}
+        excludes = frozenset(config.topic_config_sync.excludes)
+        admin = self.clients.source_admin
+        by_source = remote_topics.source_topic_configs(admin, topics, excludes)
+        return {plan.mirrored[topic]: settings for topic, settings in by_source.items()}
+
+    def _create_internal_topics(self) -> None:
+        remote_topics.ensure_internal_topic(self.clients.syncs_admin, self.offset_syncs_topic)
+        remote_topics.ensure_internal_topic(self.clients.target_admin, self.checkpoints_topic)
+        remote_topics.ensure_internal_topic(self.clients.target_admin, HEARTBEATS_TOPIC)
+        self.internal_topics_ready = True
+
+    def sync_configs(self, config: WorkerConfig) -> None:
+        """Copy the source topics' settings to the remote topics; read their size limits."""
+        mirrored = self.plan.mirrored
+        if not mirrored:
+            return
+        if config.topic_config_sync.enabled:
+            excludes = frozenset(config.topic_config_sync.excludes)
+            admin = self.clients.source_admin
+            by_source = remote_topics.source_topic_configs(admin, mirrored, excludes)
+            remote_topics.copy_configs(
+                self.clients.target_admin, {mirrored[t]: s for t, s in by_source.items()}
+            )
+        self.max_record_bytes.update(
+            remote_topics.max_message_bytes(self.clients.target_admin, mirrored.values())
+        )
