@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.processes import ChildProcess, free_port
-from tests.helpers.kafka import end_offsets
+from tests.helpers.kafka import Record, end_offsets, unique
 
 StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture
 
@@ -129,6 +129,54 @@ def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], in
         for tp in result.result(timeout=10).topic_partitions or []
         if tp.offset >= 0
     }
+
+
+def read_partition(cluster: KafkaCluster, topic: str, partition: int, start: int) -> list[Record]:
+    """The records of one partition from `start` to its end (as of the call)."""
+    end = end_offsets(cluster.bootstrap_servers, topic)[partition]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": unique(),
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, start)])
+    out: list[Record] = []
+    last = start - 1  # the offset of the last record read
+    deadline = time.monotonic() + 30
+    try:
+        while last < end - 1 and time.monotonic() < deadline:
+            for m in consumer.consume(5000, timeout=0.5):
+                if m.error() is not None:
+                    continue  # a passing fetch error; the deadline bounds the wait
+                last = m.offset() or 0
+                out.append(
+                    Record(
+                        m.key(),
+                        m.value(),
+                        tuple(m.headers() or ()),
+                        m.timestamp()[1],
+                        m.partition(),
+                        last,
+                    )
+                )
+    finally:
+        consumer.close()
+    return out
+
+
+def commit_group(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Set `group`'s committed offsets on `cluster`, as a consumer stopping there leaves them."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    request = [
+        ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
+        )
+    ]
+    result = admin.alter_consumer_group_offsets(request)[group].result(timeout=10)
+    errors = [tp.error for tp in result.topic_partitions or [] if tp.error is not None]
+    assert not errors, errors
 
 
 def worker_group(config: dict[str, Any]) -> str:

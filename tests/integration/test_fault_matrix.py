@@ -10,6 +10,7 @@ no worker restart, and re-sends at most what was in flight. The figures are prin
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from pyspark.sql import SparkSession
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.builds import kafka_libs
+from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from tests.helpers.content import check_content
 from tests.helpers.faults import Outcome, audited, ends, resend_bound, settle
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, unique
@@ -332,3 +334,112 @@ def test_a_target_partition_stalled_while_the_others_flow(
     recovery = time.monotonic() - back
     fault = "2 of 4 target partitions short of in-sync replicas for over a minute"
     verify(outcomes, fault, kafka_a, kafka_b3, config, topic, [worker], spark, bound, recovery)
+
+
+def client_quota(cluster: KafkaCluster, setting: str | None) -> None:
+    """Set (or, with None, delete) a default producer byte-rate quota on every broker of the
+    cluster, with Kafka's own kafka-configs tool."""
+    change = ["--add-config", setting] if setting else ["--delete-config", "producer_byte_rate"]
+    subprocess.run(
+        java_command(
+            kafka_libs(),
+            "kafka.admin.ConfigCommand",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            "--alter",
+            *change,
+            "--entity-type",
+            "clients",
+            "--entity-default",
+            heap="256m",
+        ),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_target_throttled_by_a_quota_behind_a_backlog_of_millions(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    start_worker: StartWorker,
+    spark: SparkSession,
+    outcomes: list[Outcome],
+    tmp_path: Path,
+) -> None:
+    """2,000,000 records wait on the source; the target takes 4 MB/s from the mirror for 40 s
+    while 10,000 records/s more stream in; then the quota is lifted."""
+    topic = unique("quota")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
+    backlog = traffic(kafka_a, topic, tmp_path, "backlog", rate=150_000, count=2_000_000)
+    assert backlog.finish().failed == 0
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    group = worker_group(config)
+    client_quota(kafka_b, "producer_byte_rate=4000000")
+    try:
+        worker = start_worker(config)
+        generator = traffic(kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 40)
+
+        def throttled() -> None:
+            time.sleep(40)
+            assert worker.running() and worker.get("/healthz") is not None
+            committed = sum(group_offsets(kafka_a, group).values())
+            print(f"committed under the quota in 40 s: {committed:,}")
+            assert 0 < committed < 2_000_000, "the quota did not slow the mirror"
+
+        bound = resend_bound(kafka_a, group, [topic], throttled)
+    finally:
+        client_quota(kafka_b, None)
+    lifted = time.monotonic()
+    stats = generator.finish()
+    assert stats.failed == 0, stats.errors
+    settle(kafka_a, config, [topic])
+    recovery = time.monotonic() - lifted
+    fault = "target throttled to 4 MB/s for 40 s behind 2,000,000 records"
+    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, bound, recovery)
+
+
+def test_fan_in_of_two_sources_with_offset_syncs_on_the_target(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    kafka_b3: KafkaCluster,
+    start_worker: StartWorker,
+    spark: SparkSession,
+    outcomes: list[Outcome],
+    tmp_path: Path,
+) -> None:
+    """A → B and C → B (C: the three-broker cluster) at once, offset syncs on B: each source
+    has its own offset-syncs topic there (MirrorMaker 2's names), and both mirror whole."""
+    topic = unique("fan-in")
+    sources = {"A": kafka_a, "C": kafka_b3}
+    configs: dict[str, dict[str, Any]] = {}
+    workers, generators = [], []
+    for alias, source in sources.items():
+        create_topics(source.bootstrap_servers, [topic], partitions=4)
+        config = worker_config(
+            kafka_a, kafka_b, [re.escape(topic)], offsetSyncs={"location": "target"}
+        )
+        config["source"] |= {"alias": alias, "bootstrapServers": source.bootstrap_servers}
+        configs[alias] = config
+        workers.append(start_worker(config, f"worker-{alias}"))
+        generators.append(
+            traffic(source, topic, tmp_path, f"traffic-{alias}", rate=RATE // 2, count=RATE * 10)
+        )
+    started = time.monotonic()
+    for generator in generators:
+        assert generator.finish().failed == 0
+    for alias, source in sources.items():
+        settle(source, configs[alias], [topic])
+    recovery = time.monotonic() - started
+    listed = admin_for(kafka_b.bootstrap_servers).list_topics(timeout=10).topics
+    assert {"mm2-offset-syncs.A.internal", "mm2-offset-syncs.C.internal"} <= set(listed)
+    for alias, source in sources.items():
+        report = check_content(
+            source.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.{alias}"}
+        )
+        print(f"fan-in from {alias}: {report}")
+        assert report.lossless, report
+        audited(configs[alias], spark, report.source_records)
+    assert all(worker.running() for worker in workers)
+    fault = "fan-in A → B and C → B at 5,000 records/s each, offset syncs on B"
+    outcomes.append(Outcome(fault, RATE * 20, 0, 0, 0, recovery))

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer
 
-from kafka_mirror.devstack.builds import REPO_ROOT, kafka_libs, require
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, KafkaCluster
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from tests.helpers.kafka import (
@@ -23,9 +21,12 @@ from tests.helpers.kafka import (
     unique,
 )
 from tests.helpers.kafka import end_offsets as kafka_end_offsets
+from tests.helpers.mirror_client import translate_with_mirror_client
 from tests.helpers.worker import (
     StartWorker,
+    commit_group,
     group_offsets,
+    read_partition,
     wait_for,
     worker_config,
     worker_group,
@@ -52,18 +53,6 @@ def upstream_of(record: Record) -> Provenance:
 def without_provenance(record: Record) -> tuple[Any, ...]:
     headers = tuple((k, v) for k, v in record.headers if k != PROVENANCE_HEADER)
     return (record.key, record.value, headers, record.timestamp, record.partition)
-
-
-def commit_group(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
-    admin = admin_for(cluster.bootstrap_servers)
-    request = [
-        ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
-        )
-    ]
-    result = admin.alter_consumer_group_offsets(request)[group].result(timeout=10)
-    errors = [tp.error for tp in result.topic_partitions or [] if tp.error is not None]
-    assert not errors, errors
 
 
 # --- selection and record fidelity ---------------------------------------------------------
@@ -171,28 +160,6 @@ def test_new_topics_and_selection_changes_apply_live(
 # --- offsets -----------------------------------------------------------------------------
 
 
-def translate_with_mirror_client(kafka_b: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
-    """Kafka's own RemoteClusterUtils.translateOffsets, run from Java against our checkpoints."""
-    program = REPO_ROOT / "tests" / "java" / "TranslateOffsets.java"
-    result = subprocess.run(
-        [
-            require("java"),
-            "-cp",
-            f"{kafka_libs()}/*",
-            str(program),
-            kafka_b.bootstrap_servers,
-            "A",
-            group,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = [line.split() for line in result.stdout.splitlines() if line.strip()]
-    return {(topic, int(partition)): int(offset) for topic, partition, offset in lines}
-
-
 def test_checkpoints_work_with_mirror_client_and_failover_skips_nothing(
     kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
 ) -> None:
@@ -227,36 +194,6 @@ def test_checkpoints_work_with_mirror_client_and_failover_skips_nothing(
         )
         reread = position - min(seen)
         assert 0 <= reread <= 100  # at most offsetSyncs.maxLag records read again
-
-
-def read_partition(cluster: KafkaCluster, topic: str, partition: int, start: int) -> list[Record]:
-    end = end_offsets(cluster, topic)[partition]
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": unique(),
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, partition, start)])
-    out: list[Record] = []
-    deadline = time.monotonic() + 30
-    try:
-        while (not out or (out[-1].offset or 0) < end - 1) and time.monotonic() < deadline:
-            for m in consumer.consume(500, timeout=0.5):
-                out.append(
-                    Record(
-                        m.key(),
-                        m.value(),
-                        tuple(m.headers() or ()),
-                        m.timestamp()[1],
-                        m.partition(),
-                        m.offset(),
-                    )
-                )
-    finally:
-        consumer.close()
-    return out
 
 
 def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(

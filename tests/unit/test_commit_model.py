@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kafka_mirror.kafka.formats import Provenance
+from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.topics import TopicPlan
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.mirror import MirrorWorker
@@ -58,8 +58,10 @@ class Message:
     def value(self) -> bytes:
         return b"v%d" % self.offset_
 
+    headers_: list[tuple[str, bytes]] = field(default_factory=list)
+
     def headers(self) -> list[tuple[str, bytes]]:
-        return []
+        return self.headers_  # confluent-kafka hands out the same list on every call
 
     def timestamp(self) -> tuple[int, int]:
         return (1, 1_700_000_000_000)
@@ -175,6 +177,7 @@ class FakeProducer:
             raise KafkaException(KafkaError(code))
         if len(self.queue) >= self.capacity:
             raise BufferError("queue full")
+        assert [name for name, _ in headers].count(PROVENANCE_HEADER) == 1, headers
         upstream = Provenance.decode(headers[-1][1]).offset
         self.queue.append((partition, upstream, callback))
 
@@ -239,6 +242,7 @@ class FakeClients:
         self.syncs_producer = self.producer
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
+        self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
 
     def renew_producer(self) -> FakeProducer:
         old, self.producer = self.producer, FakeProducer(self.target, self.capacity)

@@ -100,14 +100,6 @@ def test_an_abandoned_flow_ignores_the_old_producers_reports() -> None:
     assert flow.acknowledged == 40 and flow.refused is None
 
 
-def test_all_delivered_after_a_clean_flush_covers_unreported_records() -> None:
-    flow = new_flow(0)
-    for offset in range(3):
-        queue(flow, offset, report=False)
-    flow.all_delivered()
-    assert flow.commit_offset() == 3
-
-
 def test_a_stopped_partition_commits_its_reason_with_its_offset() -> None:
     flow = new_flow(12)
     flow.stop = Stop(12, "the record is 2000000 bytes", retry_at=0)

@@ -1,9 +1,11 @@
 """Consumer-group checkpoints, as MirrorMaker 2's MirrorCheckpointTask writes them.
 
 Each pass reads the source groups' committed offsets for the partitions this worker mirrors,
-translates them with the offset syncs, writes the checkpoints that moved forward to
-`<source>.checkpoints.internal` on the target, and (when enabled) commits them to the same group
-on the target while that group has no active members there; never backwards.
+translates them (from the offset syncs, then exactly from the provenance headers on the target:
+`translation.py`), writes the checkpoints that changed as MirrorMaker 2 would to
+`<source>.checkpoints.internal` on the target (forward, or backward only when the group itself
+was rewound on the source), and (when enabled) commits them to the same group on the target
+while that group has no active members there; that commit never goes backwards.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kafka_mirror.topics import Selection
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.offsets import OffsetSyncStore
 from kafka_mirror.worker.remote_topics import ADMIN_TIMEOUT
+from kafka_mirror.worker.translation import ProvenanceReader
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,21 @@ class TopicTail:
         return records
 
 
+def is_news(previous: Checkpoint | None, upstream: int, downstream: int) -> bool:
+    """Whether a translated position is emitted: MirrorMaker 2's rule (checkpointIsMoreRecent).
+
+    Forward on the target, or after the group was rewound on the source (a reset to an earlier
+    offset there is the group's own decision: its checkpoint follows it back). Otherwise not: a
+    less precise translation of the same or a later position (the offset syncs thinned out) must
+    not move a checkpoint backwards, and an unchanged one is not written again.
+    """
+    return (
+        previous is None
+        or upstream < previous.upstream_offset
+        or downstream > previous.downstream_offset
+    )
+
+
 @dataclass
 class GroupFilter:
     selection: Selection
@@ -94,26 +112,49 @@ class Checkpointer:
         groups: GroupFilter,
         sync_group_offsets: bool,
         metrics: WorkerMetrics,
+        target_reader: ProvenanceReader | None = None,
     ) -> None:
         self.source_admin, self.target_admin = source_admin, target_admin
         self.producer = target_producer
         self.offset_syncs, self.checkpoints_topic = offset_syncs, checkpoints_topic
         self.groups, self.sync_group_offsets = groups, sync_group_offsets
         self.metrics = metrics
+        self.target_reader = target_reader
+        if target_reader is None:
+            log.warning("no reader on the target: checkpoints use MirrorMaker 2's translation only")
         self.store = OffsetSyncStore()
         self.emitted: dict[CheckpointKey, Checkpoint] = {}
+        self.passes = 0
 
-    def load_emitted(self, checkpoints: TopicTail) -> None:
+    def load_emitted(self, checkpoints: TopicTail, timeout: float = 10.0) -> None:
         """Load what earlier workers wrote, so a restart never emits a checkpoint backwards."""
-        for key, value in checkpoints.read_new():
-            checkpoint = Checkpoint.decode(key, value)
-            self.emitted[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+        deadline = time.monotonic() + timeout
+        while True:
+            for key, value in checkpoints.read_new(timeout=max(deadline - time.monotonic(), 0)):
+                c = Checkpoint.decode(key, value)
+                self.emitted[(c.group, c.topic, c.partition)] = c
+            # A topic just created can be unknown to the client for a moment: read again.
+            if checkpoints.caught_up or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        # Read only in part: keep only the newest sync of each partition while the syncs are
+        # first read, as MirrorMaker 2 does, so that translations start no older than what
+        # earlier workers may have emitted.
+        self.store.latest_only_while_loading = not checkpoints.caught_up
+        if not checkpoints.caught_up:
+            log.warning("could not read the earlier checkpoints to their end")
+
+    def close(self) -> None:
+        if self.target_reader is not None:
+            self.target_reader.close()
 
     def run_once(self, owned: dict[tuple[str, int], str]) -> None:
         """One pass over the groups. `owned` maps (source topic, partition) → remote topic."""
         for key, value in self.offset_syncs.read_new():
             self.store.add(OffsetSync.decode(key, value))
-        if not owned:
+        if self.offset_syncs.caught_up:
+            self.store.mark_read_to_end()  # until then, the store translates nothing
+        if not owned or not self.store.read_to_end:
             return
         started = time.monotonic()
         topics = {topic for topic, _ in owned}
@@ -123,19 +164,17 @@ class Checkpointer:
         for error in listing.errors:
             log.warning("listing the source's consumer groups: %s", error)
         groups = [g.group_id for g in listing.valid if self.groups.wants(g.group_id)]
-        emitted = 0
-        for group in groups:
-            checkpoints = self._checkpoints_for(group, owned, topics)
-            for checkpoint in checkpoints:
-                self.producer.produce(
-                    self.checkpoints_topic, key=checkpoint.key(), value=checkpoint.value()
-                )
-                self.emitted[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = (
-                    checkpoint
-                )
-            if checkpoints:
-                self.metrics.checkpoints.labels(group).inc(len(checkpoints))
-                emitted += len(checkpoints)
+        # Each pass starts one group further on: when the pass's time for reading the target
+        # runs out, it is not always the same groups that go without an exact translation.
+        self.passes += 1
+        turn = self.passes % len(groups) if groups else 0
+        try:
+            emitted = sum(
+                self._emit(group, owned, topics) for group in groups[turn:] + groups[:turn]
+            )
+        finally:
+            if self.target_reader is not None:
+                self.target_reader.release()
         if emitted:
             remaining = self.producer.flush(ADMIN_TIMEOUT)
             if remaining:
@@ -144,6 +183,17 @@ class Checkpointer:
         if self.sync_group_offsets:
             for group in groups:
                 self._sync_group(group, owned)
+
+    def _emit(self, group: str, owned: dict[tuple[str, int], str], topics: set[str]) -> int:
+        checkpoints = self._checkpoints_for(group, owned, topics)
+        for checkpoint in checkpoints:
+            self.producer.produce(
+                self.checkpoints_topic, key=checkpoint.key(), value=checkpoint.value()
+            )
+            self.emitted[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+        if checkpoints:
+            self.metrics.checkpoints.labels(group).inc(len(checkpoints))
+        return len(checkpoints)
 
     def _checkpoints_for(
         self, group: str, owned: dict[tuple[str, int], str], topics: set[str]
@@ -160,19 +210,35 @@ class Checkpointer:
             remote = owned.get((tp.topic, tp.partition))
             if remote is None:
                 continue
-            downstream = self.store.translate(tp.topic, tp.partition, tp.offset)
+            downstream = self._translate(tp.topic, remote, tp.partition, tp.offset)
             if downstream is None:
                 continue
-            previous = self.emitted.get((group, remote, tp.partition))
-            if previous is not None and (
-                downstream < previous.downstream_offset
-                or (downstream, tp.offset) == (previous.downstream_offset, previous.upstream_offset)
-            ):
-                continue  # never backwards, and nothing new
+            if not is_news(self.emitted.get((group, remote, tp.partition)), tp.offset, downstream):
+                continue
             checkpoints.append(
                 Checkpoint(group, remote, tp.partition, tp.offset, downstream, tp.metadata or "")
             )
         return checkpoints
+
+    def _translate(self, topic: str, remote: str, partition: int, position: int) -> int | None:
+        if self.target_reader is None:
+            return self._mm2_rule(topic, partition, position)
+        if not self.store.kept(topic, partition):
+            return None  # no sync for it yet: nothing mirrored to read
+        # No sync at or before the position (MirrorMaker 2 emits nothing then) is no obstacle
+        # to reading the target from its log start.
+        sync = self.store.sync_for(topic, partition, position)
+        read = self.target_reader.translate(remote, partition, sync, position)
+        if read is None:  # the target cannot tell now: MirrorMaker 2's rule, where it has one
+            return self._mm2_rule(topic, partition, position)
+        self.metrics.checkpoint_translations.labels(read.how).inc()
+        return read.offset
+
+    def _mm2_rule(self, topic: str, partition: int, position: int) -> int | None:
+        translation = self.store.translate(topic, partition, position)
+        if translation is not None:
+            self.metrics.checkpoint_translations.labels("sync").inc()
+        return translation
 
     def _sync_group(self, group: str, owned: dict[tuple[str, int], str]) -> None:
         """Commit the checkpointed offsets to `group` on the target, if it is idle there."""

@@ -134,17 +134,6 @@ class PartitionFlow:
             due = self.emitter.update(upstream, downstream)
             self.publish_sync(OffsetSync(self.topic, self.partition, upstream, downstream), due)
 
-    def all_delivered(self) -> None:
-        """After a flush that raised nothing: every record queued is on the target (the gapless
-        guarantee fails the producer rather than leave a gap, and records never time out)."""
-        if self.refused is not None or self.in_flight:
-            return
-        self.records += self.unreported_records
-        self.bytes += self.unreported_bytes
-        self.unreported_records = self.unreported_bytes = 0
-        self.acknowledged = self.next_upstream
-        self.waiting_since = None
-
     def problem(self, now: float) -> str | None:
         """Why this partition does not flow: stopped at a record, or stalled (records waiting
         for the target's acknowledgement for PARTITION_STALL_SECONDS or more)."""

@@ -49,6 +49,7 @@ from kafka_mirror.worker.offsets import SyncEmitter
 from kafka_mirror.worker.periodic import Periodic
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.topic_sync import TopicSync
+from kafka_mirror.worker.translation import ProvenanceReader
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,11 @@ class MirrorWorker:
             ),
             config.checkpoints.sync_group_offsets,
             metrics,
+            target_reader=ProvenanceReader(
+                self.clients.admin_settings["target"],
+                config.source.alias,
+                config.offset_syncs.max_lag,
+            ),
         )
         self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
         self.tasks = [
@@ -195,6 +201,7 @@ class MirrorWorker:
             self._barrier(None, SHUTDOWN_FLUSH_SECONDS)
             self.closing = True
             self.clients.close()
+            self.checkpointer.close()
         if self.failure:
             raise WorkerFailed(self.failure)
 
@@ -252,8 +259,12 @@ class MirrorWorker:
             if cycles and index in cycles:
                 flow.skipped(offset)  # came from the target in the first place
                 continue
-            headers = cast(Headers, message.headers() or [])
-            headers.append((PROVENANCE_HEADER, flow.provenance_prefix + pack_offset(offset)))
+            # A new list: the message keeps its own (a record kept for the next round, when the
+            # producer's queue is full, must not get the header twice).
+            headers = [
+                *cast(Headers, message.headers() or ()),
+                (PROVENANCE_HEADER, flow.provenance_prefix + pack_offset(offset)),
+            ]
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
             size = (len(key) if key else 0) + (len(value) if value else 0)
@@ -517,14 +528,14 @@ class MirrorWorker:
         it acknowledged of `partitions` (all when None)."""
         self.sync_writer.promote_delayed()
         self.sync_writer.publish(self.clients.syncs_producer)
+        # The flush serves the reports; records queued after the last reported one of their
+        # partition stay unconfirmed (one failing unreported, its remote partition deleted,
+        # would go unseen): the next owner sends them again.
         try:
             remaining = self.clients.producer.flush(timeout)
         except (KafkaException, SystemError) as error:
             self.producer_failure, remaining = str(error), -1
-        if remaining == 0 and self.producer_failure is None:
-            for flow in self.flows.values():
-                flow.all_delivered()
-        elif timeout:
+        if remaining and timeout:
             log.warning("the target has not acknowledged everything: committing what it has")
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.flush(min(timeout, 5.0))

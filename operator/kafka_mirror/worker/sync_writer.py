@@ -5,6 +5,8 @@ delayed to the next commit, so a partition that went quiet still gets its last o
 
 from __future__ import annotations
 
+from collections import deque
+
 from confluent_kafka import KafkaException, Producer
 
 from kafka_mirror.kafka.formats import OffsetSync
@@ -14,7 +16,9 @@ from kafka_mirror.worker.metrics import WorkerMetrics
 class OffsetSyncWriter:
     def __init__(self, topic: str, metrics: WorkerMetrics) -> None:
         self.topic, self.metrics = topic, metrics
-        self.pending: dict[tuple[str, int], OffsetSync] = {}
+        # Every due sync is sent (a poll serves many reports: keeping one per partition would
+        # space the syncs far wider than maxLag); of the delayed ones, the newest per partition.
+        self.pending: deque[OffsetSync] = deque()
         self.delayed: dict[tuple[str, int], OffsetSync] = {}
 
     def queue(self, sync: OffsetSync, due: bool) -> None:
@@ -23,22 +27,22 @@ class OffsetSyncWriter:
         key = (sync.topic, sync.partition)
         if due:
             self.delayed.pop(key, None)
-            self.pending[key] = sync
+            self.pending.append(sync)
         else:
             self.delayed[key] = sync
 
     def promote_delayed(self) -> None:
         """At commit time the delayed syncs become due (each is newer than a pending one)."""
-        self.pending.update(self.delayed)
+        self.pending.extend(self.delayed.values())
         self.delayed.clear()
 
     def publish(self, producer: Producer) -> None:
         """Produce the pending syncs; a full queue keeps the rest for the next call."""
         while self.pending:
-            key, sync = next(iter(self.pending.items()))
+            sync = self.pending[0]
             try:
                 producer.produce(self.topic, key=sync.key(), value=sync.value())
             except (BufferError, KafkaException):
                 return  # a full queue, or a failed producer the loop is replacing
-            del self.pending[key]
+            self.pending.popleft()
             self.metrics.offset_syncs.labels(sync.topic).inc()
