@@ -232,6 +232,9 @@ def test_the_remote_topic_deleted_on_the_target_mid_stream(
     generator = traffic(kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 30)
     time.sleep(8)
     admin_for(kafka_b.bootstrap_servers).delete_topics([f"{topic}.A"])[f"{topic}.A"].result(10)
+    # The brokers finish deleting after they answered, and the generator writes its figures
+    # twice a second: every record counted from here on was produced after the deletion.
+    time.sleep(2)
     deleted_at = generator.stats().produced
     stats = generator.finish()
     assert stats.failed == 0, stats.errors
