@@ -47,6 +47,17 @@ def traffic(
     return TrafficGenerator(spec, workdir, name).start()
 
 
+def mirror_topic(
+    source: KafkaCluster, target: KafkaCluster, start_worker: StartWorker, prefix: str, count: int
+) -> tuple[str, dict[str, Any], str, WorkerProcess]:
+    """A new topic of `count` partitions on the source and a worker mirroring it: the topic,
+    the worker's configuration, its group and the worker."""
+    topic = unique(prefix)
+    create_topics(source.bootstrap_servers, [topic], partitions=count)
+    config = worker_config(source, target, [re.escape(topic)])
+    return topic, config, worker_group(config), start_worker(config)
+
+
 def committed_problems(source: KafkaCluster, group: str) -> dict[int, str]:
     """The reasons the workers committed with their offsets, per partition (read straight from
     the source's group coordinator)."""
@@ -96,11 +107,7 @@ def test_partitions_added_twice_to_a_busy_topic(
     outcomes: list[Outcome],
     tmp_path: Path,
 ) -> None:
-    topic = unique("grow")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=4)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    group = worker_group(config)
-    worker = start_worker(config)
+    topic, config, group, worker = mirror_topic(kafka_a, kafka_b, start_worker, "grow", 4)
     bound = 0
     started = time.monotonic()
     running = traffic(kafka_a, topic, tmp_path, "traffic-4", rate=RATE)
@@ -225,10 +232,7 @@ def test_the_remote_topic_deleted_on_the_target_mid_stream(
     """Deleting the remote topic deletes what it held (a user's choice); the worker re-creates
     it and every record the source got from then on is on the target. (Our audit is not run: it
     cannot yet tell records a user deleted from lost ones.)"""
-    topic = unique("deleted")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=4)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    worker = start_worker(config)
+    topic, config, _group, worker = mirror_topic(kafka_a, kafka_b, start_worker, "deleted", 4)
     generator = traffic(kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 30)
     time.sleep(8)
     admin_for(kafka_b.bootstrap_servers).delete_topics([f"{topic}.A"])[f"{topic}.A"].result(10)
@@ -258,11 +262,7 @@ def test_the_target_down_for_three_minutes_at_20000_records_a_second(
     outcomes: list[Outcome],
     tmp_path: Path,
 ) -> None:
-    topic = unique("target-down")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    group = worker_group(config)
-    worker = start_worker(config)
+    topic, config, group, worker = mirror_topic(kafka_a, kafka_b, start_worker, "target-down", 8)
     rate, down = 20_000, 180
     generator = traffic(kafka_a, topic, tmp_path, "traffic", rate=rate, count=rate * (down + 20))
     time.sleep(8)
