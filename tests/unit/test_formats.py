@@ -64,3 +64,13 @@ def test_provenance_header_round_trip_and_hops() -> None:
     assert provenance_aliases(headers) == ["A", "B"]
     assert newest_provenance(headers) == Provenance("B", 0, 1)  # this hop's: the last one
     assert newest_provenance([("app", b"x")]) is None
+
+
+def test_a_malformed_provenance_header_names_no_cluster() -> None:
+    good = Provenance("B", 3, 42).encode()
+    headers: list[tuple[str, str | bytes | None]] = [
+        (PROVENANCE_HEADER, b"\x00"),  # too short
+        (PROVENANCE_HEADER, b"\x00\x02\xff\xfe" + bytes(12)),  # not UTF-8
+        (PROVENANCE_HEADER, good),
+    ]
+    assert provenance_aliases(headers) == ["B"]

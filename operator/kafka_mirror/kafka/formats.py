@@ -152,14 +152,22 @@ def newest_provenance(headers: Sequence[tuple[str, str | bytes | None]]) -> Prov
     """This hop's provenance: a record mirrored again carries one header per hop, oldest first."""
     for key, value in reversed(headers):
         if key == PROVENANCE_HEADER and isinstance(value, bytes):
-            return Provenance.decode(value)
+            try:
+                return Provenance.decode(value)
+            except (struct.error, ValueError):
+                return None  # not ours: the target cannot show where the record came from
     return None
 
 
 def provenance_aliases(headers: Sequence[tuple[str, str | bytes | None]]) -> list[str]:
-    """Every cluster a record has been mirrored from, oldest hop first."""
-    return [
-        Provenance.decode(v).alias
-        for k, v in headers
-        if k == PROVENANCE_HEADER and isinstance(v, bytes)
-    ]
+    """Every cluster a record has been mirrored from, oldest hop first. A header of our name
+    that is not ours (an application's, malformed) names none: the record is mirrored."""
+    aliases = []
+    for name, value in headers:
+        if name != PROVENANCE_HEADER or not isinstance(value, bytes):
+            continue
+        try:
+            aliases.append(Provenance.decode(value).alias)
+        except (struct.error, ValueError):  # UnicodeDecodeError is a ValueError
+            continue
+    return aliases
