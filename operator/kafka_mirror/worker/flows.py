@@ -66,6 +66,7 @@ class PartitionFlow:
     emitter: SyncEmitter
     publish_sync: Callable[[OffsetSync, bool], None]  # (sync, due now rather than delayed)
     start: int
+    on_refused: Callable[[PartitionFlow], None] | None = None  # told once, at the first refusal
     in_flight: deque[tuple[int, int, int, int]] = field(default_factory=deque)
     unreported_records: int = 0
     unreported_bytes: int = 0
@@ -119,6 +120,8 @@ class PartitionFlow:
             # Never acknowledge past a refused record, whatever comes after it.
             if self.refused is None:
                 self.refused = f"offset {upstream}: {error.str() if error else 'refused'}"
+                if self.on_refused is not None:
+                    self.on_refused(self)
             return
         self.acknowledged = upstream + 1
         self.waiting_since = time.monotonic() if not self.settled() else None

@@ -105,6 +105,7 @@ class MirrorWorker:
         self.subscribed: list[str] = []
         self.flows: dict[tuple[str, int], PartitionFlow] = {}
         self.backlog: list[Message] = []  # the rest of a batch the producer had no room for
+        self.refused_flows: list[PartitionFlow] = []  # a report said the target refused
         # Per partition, (offset, times in a row): refusals at one record, and stops at one.
         self.refusals: dict[tuple[str, int], tuple[int, int]] = {}
         self.stops: dict[tuple[str, int], tuple[int, int]] = {}
@@ -225,8 +226,10 @@ class MirrorWorker:
         # from the next callback that runs while it is pending.
         except (KafkaException, SystemError) as error:
             self.producer_failure = str(error)
-        for flow in [f for f in self.flows.values() if f.refused is not None]:
-            self._rewind(flow, flow.acknowledged, f"the target refused {flow.refused}")
+        refused, self.refused_flows = self.refused_flows, []
+        for flow in refused:
+            if not flow.abandoned:
+                self._rewind(flow, flow.acknowledged, f"the target refused {flow.refused}")
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.poll(0)
 
@@ -369,6 +372,7 @@ class MirrorWorker:
             SyncEmitter(self.config.offset_syncs.max_lag),
             self.sync_writer.queue,
             start,
+            self.refused_flows.append,
         )
         flow.size_watch = limit - SIZE_SLACK if limit else 2**62
         self.flows[(topic, partition)] = flow
