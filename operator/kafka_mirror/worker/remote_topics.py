@@ -76,21 +76,27 @@ def ensure_internal_topic(admin: AdminClient, name: str) -> None:
     _wait(futures, "creating internal topic", tolerate=(KafkaError.TOPIC_ALREADY_EXISTS,))
 
 
+def topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Each topic's configuration entries (name → ConfigEntry); a topic that cannot be read
+    is left out, with a warning."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    if not resources:
+        return {}
+    result = {}
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            result[resource.name] = future.result(timeout=ADMIN_TIMEOUT)
+        except KafkaException as error:
+            log.warning("cannot read configs of topic %s: %s", resource.name, error)
+    return result
+
+
 def source_topic_configs(
     admin: AdminClient, topics: Iterable[str], extra_excludes: frozenset[str]
 ) -> dict[str, dict[str, str]]:
     """Each topic's own (non-default) settings that a remote topic should copy."""
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
-    if not resources:
-        return {}
-    result: dict[str, dict[str, str]] = {}
-    for resource, future in admin.describe_configs(resources).items():
-        try:
-            entries = future.result(timeout=ADMIN_TIMEOUT)
-        except KafkaException as error:
-            log.warning("cannot read configs of topic %s: %s", resource.name, error)
-            continue
-        result[resource.name] = {
+    return {
+        topic: {
             name: entry.value
             for name, entry in entries.items()
             if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
@@ -98,7 +104,8 @@ def source_topic_configs(
             and name not in EXCLUDED_CONFIGS
             and name not in extra_excludes
         }
-    return result
+        for topic, entries in topic_configs(admin, topics).items()
+    }
 
 
 def create_or_grow(
@@ -158,17 +165,9 @@ def copy_configs(target: AdminClient, configs: dict[str, dict[str, str]]) -> Non
 
 def max_message_bytes(admin: AdminClient, topics: Iterable[str]) -> dict[str, int]:
     """Each topic's `max.message.bytes`: the largest record batch its brokers accept."""
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
-    if not resources:
-        return {}
     limits = {}
-    for resource, future in admin.describe_configs(resources).items():
-        try:
-            entries = future.result(timeout=ADMIN_TIMEOUT)
-        except KafkaException as error:
-            log.warning("cannot read the size limit of topic %s: %s", resource.name, error)
-            continue
+    for topic, entries in topic_configs(admin, topics).items():
         entry = entries.get("max.message.bytes")
         if entry is not None and entry.value is not None:
-            limits[resource.name] = int(entry.value)
+            limits[topic] = int(entry.value)
     return limits
