@@ -322,8 +322,8 @@ class CommitModel(RuleBasedStateMachine):
         worker = self.worker
         if worker.producer_failure is not None:
             worker._replace_producer(worker.producer_failure)
-        if worker.backlog:
-            batch, worker.backlog = worker.backlog, []
+        if worker.partitions.backlog:
+            batch, worker.partitions.backlog = worker.partitions.backlog, []
             worker._mirror(batch)  # type: ignore[arg-type]
         else:
             worker._mirror(worker._next_batch())
@@ -336,17 +336,17 @@ class CommitModel(RuleBasedStateMachine):
     @rule()
     def partitions_waiting_long_are_held(self) -> None:
         """As if the target had acknowledged nothing of the waiting partitions for a while."""
-        for flow in self.worker.flows.values():
+        for flow in self.worker.partitions.flows.values():
             if flow.waiting_since is not None:
                 flow.waiting_since -= 60
-        self.worker._hold_unacknowledged()
+        self.worker.partitions.hold_unacknowledged()
 
     @rule()
     def stopped_partitions_resume(self) -> None:
-        for flow in self.worker.flows.values():
+        for flow in self.worker.partitions.flows.values():
             if flow.stop is not None:
                 flow.stop.retry_at = 0
-        self.worker._resume_due()
+        self.worker.partitions.resume_due()
 
     @rule(partition=st.integers(0, PARTITIONS - 1), flush=st.booleans())
     def revoke_and_reassign(self, partition: int, flush: bool) -> None:
@@ -355,7 +355,7 @@ class CommitModel(RuleBasedStateMachine):
             return
         tp = TopicPartition(TOPIC, partition)
         self.worker._barrier([tp], 1.0 if flush else 0.0)
-        self.worker._forget([tp])
+        self.worker.partitions.forget([tp])
         del consumer.position[partition]
         consumer.paused.discard(partition)
         consumer.assign([partition])

@@ -28,28 +28,20 @@ from typing import cast
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_mirror.kafka.formats import (
-    HEARTBEATS_TOPIC,
     PROVENANCE_HEADER,
     PROVENANCE_OFFSET,
-    Heartbeat,
-    Provenance,
-    checkpoints_topic,
     offset_syncs_topic,
     provenance_aliases,
 )
-from kafka_mirror.kafka.record_size import single_record_batch_bytes
-from kafka_mirror.topics import Selection
-from kafka_mirror.worker import remote_topics
-from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter, TopicTail
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.config import WorkerConfig, load
-from kafka_mirror.worker.flows import DeliveryWatch, PartitionFlow, Stop, commit_offsets
+from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
-from kafka_mirror.worker.offsets import SyncEmitter
+from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Headers, Partitions
 from kafka_mirror.worker.periodic import Periodic
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
+from kafka_mirror.worker.tasks import CheckpointTask, send_heartbeat
 from kafka_mirror.worker.topic_sync import TopicSync
-from kafka_mirror.worker.translation import ProvenanceReader
 
 log = logging.getLogger(__name__)
 
@@ -58,29 +50,14 @@ POLL_SECONDS = 0.1
 BACKLOG_WAIT_SECONDS = 0.05  # for the producer's queue to drain before the batch's rest
 DELIVERY_CHECK_SECONDS = 5.0
 PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target answering
-TARGET_PROBE_SECONDS = 5.0
 REVOKE_FLUSH_SECONDS = 30.0
-HOLD_SECONDS = 5.0  # a partition with no acknowledgement this long stops being consumed
 SHUTDOWN_FLUSH_SECONDS = 20.0  # within Kubernetes' default 30 s grace period
-STOP_RETRY_SECONDS = 30.0  # a stopped partition is tried again after this, doubling …
-MAX_STOP_RETRY_SECONDS = 600.0  # … up to this
-REFUSALS_BEFORE_STOP = 3  # failures at one record, in a row, before its partition stops
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
-# Refusals meaning the producer does not know the remote partition (yet): wait for a refresh.
-UNKNOWN_REMOTE = {
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-}
 # librdkafka names the partition in its gapless-guarantee failure: "… for <topic> [<n>] …".
 FAILED_PARTITION = re.compile(r" for (\S+) \[(\d+)\]")
-SIZE_SLACK = 64 * 1024  # records this close to a topic's limit have their exact size computed
 
 _REBALANCING = {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
-
-# Spelled once: a type expression in the loop would be built again for every record.
-Headers = list[tuple[str, str | bytes | None]]
 
 
 class WorkerFailed(RuntimeError):
@@ -103,44 +80,28 @@ class MirrorWorker:
         self.producer_failure: str | None = None
         self.reachable = {"source": False, "target": False}
         self.subscribed: list[str] = []
-        self.flows: dict[tuple[str, int], PartitionFlow] = {}
-        self.backlog: list[Message] = []  # the rest of a batch the producer had no room for
-        self.refused_flows: list[PartitionFlow] = []  # a report said the target refused
-        # Per partition, (offset, times in a row): refusals at one record, and stops at one.
-        self.refusals: dict[tuple[str, int], tuple[int, int]] = {}
-        self.stops: dict[tuple[str, int], tuple[int, int]] = {}
         config = self.config
         errors = ClientErrors(config, metrics, self._set_reachable, self._client_failed)
         self.clients = clients(config, errors.callback, self._committed)
-        self.checkpoints_topic = checkpoints_topic(config.source.alias)
         syncs_topic = offset_syncs_topic(
             config.source.alias, config.target.alias, config.offset_syncs.location
         )
         self.sync_writer = OffsetSyncWriter(syncs_topic, metrics)
+        self.checkpoint_task = CheckpointTask(config, self.clients, syncs_topic, metrics)
         self.topics = TopicSync(
             self.clients,
             metrics,
             self._set_reachable,
-            (self.sync_writer.topic, self.checkpoints_topic),
+            (syncs_topic, self.checkpoint_task.topic),
         )
-        groups = config.checkpoints.groups
-        self.checkpointer = Checkpointer(
-            self.clients.source_admin,
-            self.clients.target_admin,
-            self.clients.producer,
-            TopicTail(self.clients.syncs_reader, self.sync_writer.topic),
-            self.checkpoints_topic,
-            GroupFilter(
-                Selection(tuple(groups.includes), tuple(groups.excludes)),
-                own_group=config.consumer_group,
-            ),
-            config.checkpoints.sync_group_offsets,
+        self.partitions = Partitions(
+            self.clients,
+            self.topics,
+            config.source.alias,
+            config.offset_syncs.max_lag,
+            self.sync_writer.queue,
             metrics,
-            target_reader=ProvenanceReader(
-                self.clients.admin_settings["target"],
-                config.source.alias,
-                config.offset_syncs.max_lag,
-            ),
+            self._fail,
         )
         self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
         self.tasks = [
@@ -188,21 +149,21 @@ class MirrorWorker:
                     task.run_if_due(now, self._task_failed)
                 if self.producer_failure is not None:
                     self._replace_producer(self.producer_failure)
-                if self.backlog:
-                    batch, self.backlog = self.backlog, []
+                if self.partitions.backlog:
+                    batch, self.partitions.backlog = self.partitions.backlog, []
                     self._mirror(batch)
                 elif self.subscribed:
                     self._mirror(self._next_batch())
                 else:
                     self.stopping.wait(POLL_SECONDS)
-                self._serve_reports(BACKLOG_WAIT_SECONDS if self.backlog else 0)
+                self._serve_reports(BACKLOG_WAIT_SECONDS if self.partitions.backlog else 0)
                 self.sync_writer.publish(self.clients.syncs_producer)
         finally:
             # Whatever ended the loop: commit only what the target acknowledged.
             self._barrier(None, SHUTDOWN_FLUSH_SECONDS)
             self.closing = True
             self.clients.close()
-            self.checkpointer.close()
+            self.checkpoint_task.close()
         if self.failure:
             raise WorkerFailed(self.failure)
 
@@ -226,10 +187,7 @@ class MirrorWorker:
         # from the next callback that runs while it is pending.
         except (KafkaException, SystemError) as error:
             self.producer_failure = str(error)
-        refused, self.refused_flows = self.refused_flows, []
-        for flow in refused:
-            if not flow.abandoned:
-                self._rewind(flow, flow.acknowledged, f"the target refused {flow.refused}")
+        self.partitions.rewind_refused()
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.poll(0)
 
@@ -245,7 +203,8 @@ class MirrorWorker:
     def _mirror(self, messages: list[Message]) -> None:
         # The hot path: one pass per record, attribute lookups hoisted out of the loop.
         identity = self.config.topic_naming.policy == "identity"
-        flows, produce = self.flows, self.clients.producer.produce
+        partitions = self.partitions
+        flows, produce = partitions.flows, self.clients.producer.produce
         pack_offset = PROVENANCE_OFFSET.pack
         cycles = self._cycles(messages) if identity else None
         last = len(messages) - 1
@@ -256,7 +215,7 @@ class MirrorWorker:
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
-            flow = flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
+            flow = flows.get((topic, partition)) or partitions.open(topic, partition, offset)
             if flow is None or flow.stop or flow.held or offset < flow.next_upstream:
                 continue  # not mirrored, paused at an earlier record, or fetched before a seek
             if cycles and index in cycles:
@@ -271,7 +230,7 @@ class MirrorWorker:
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
             size = (len(key) if key else 0) + (len(value) if value else 0)
-            if size > flow.size_watch and self._too_large(flow, offset, key, value, headers):
+            if size > flow.size_watch and partitions.too_large(flow, offset, key, value, headers):
                 continue
             following = messages[index + 1] if index < last else None
             # Reported where the offset sync rule may fire (an upstream gap, `maxLag` records
@@ -302,16 +261,16 @@ class MirrorWorker:
             except BufferError:
                 # The local queue is full: keep the rest for the next round, which first lets
                 # deliveries drain (the loop goes on, so probes and SIGTERM are answered).
-                self.backlog = [m for m in messages[index:] if self._still_wanted(m)]
+                partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
                 return
             except KafkaException as refusal:
                 error = refusal.args[0]
                 if error.code() == KafkaError._FATAL:
                     # The producer failed: the loop replaces it, then goes on from here.
                     self.producer_failure = error.str()
-                    self.backlog = [m for m in messages[index:] if self._still_wanted(m)]
+                    partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
                     return
-                self._refused(flow, offset, error)
+                partitions.refuse(flow, offset, error)
                 continue
             # Only once queued: its report cannot come before produce() returned, and a record
             # that failed to queue must not shift the reports of the ones after it.
@@ -341,133 +300,7 @@ class MirrorWorker:
             self.metrics.errors.labels("consume").inc()
             log.warning("consuming from the source: %s", error.str())
             return
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        if topic is None or partition is None or offset is None:
-            return
-        flow = self.flows.get((topic, partition)) or self._open_flow(topic, partition, offset)
-        if flow is not None:
-            flow.reached_end(offset)
-
-    def _still_wanted(self, message: Message) -> bool:
-        flow = self.flows.get((message.topic() or "", message.partition() or 0))
-        return flow is None or not (flow.stop or flow.held or flow.abandoned)
-
-    def _open_flow(self, topic: str, partition: int, offset: int) -> PartitionFlow | None:
-        remote = self.topics.plan.mirrored.get(topic)
-        if remote is None:
-            return None  # dropped from the selection; its revocation is on its way
-        flow = self._new_flow(topic, partition, remote, offset)
-        if partition >= self.topics.remote_partitions.get(remote, 0):
-            # The source grew since the last refresh: wait for it to grow the remote topic.
-            self._stop(flow, offset, f"{remote} has no partition {partition} yet", 0.0)
-        return flow
-
-    def _new_flow(self, topic: str, partition: int, remote: str, start: int) -> PartitionFlow:
-        limit = self.topics.max_record_bytes.get(remote)
-        flow = PartitionFlow(
-            topic,
-            partition,
-            remote,
-            Provenance.prefix(self.config.source.alias, partition),
-            SyncEmitter(self.config.offset_syncs.max_lag),
-            self.sync_writer.queue,
-            start,
-            self.refused_flows.append,
-        )
-        flow.size_watch = limit - SIZE_SLACK if limit else 2**62
-        self.flows[(topic, partition)] = flow
-        return flow
-
-    # --- records the target cannot take (yet) ---------------------------------------------
-
-    def _too_large(
-        self, flow: PartitionFlow, offset: int, key: bytes | None, value: bytes | None, h: Headers
-    ) -> bool:
-        """Stop the partition at a record larger than its remote topic accepts."""
-        limit = self.topics.max_record_bytes.get(flow.remote)
-        size = single_record_batch_bytes(key, value, h)
-        if limit is None or size <= limit:
-            return False
-        reason = (
-            f"the record is {size} bytes, over {flow.remote}'s max.message.bytes ({limit}): "
-            "raise it on the target to go on"
-        )
-        self._stop(flow, offset, reason, STOP_RETRY_SECONDS)
-        return True
-
-    def _refused(self, flow: PartitionFlow, offset: int, error: KafkaError) -> None:
-        if error.code() in UNKNOWN_REMOTE:
-            # The remote partition is new, or was deleted: then every record of it the producer
-            # held failed, reported or not. Hold it from its first unacknowledged record.
-            reason = f"the producer does not know {flow.remote}[{flow.partition}] yet"
-            start = flow.acknowledged
-            self._rewind(flow, start, reason)
-            self._stop(self.flows[(flow.topic, flow.partition)], start, reason, 0.0)
-        else:
-            self._stop(flow, offset, f"the producer refused it: {error.str()}", STOP_RETRY_SECONDS)
-
-    def _stop(self, flow: PartitionFlow, offset: int, reason: str, retry_after: float) -> None:
-        """Pause the partition at `offset`; it is consumed again from there when due."""
-        key = (flow.topic, flow.partition)
-        before, times = self.stops.get(key, (-1, 0))
-        retries = times if before == offset else 0
-        self.stops[key] = (offset, retries + 1)
-        delay = min(retry_after * 2**retries, MAX_STOP_RETRY_SECONDS) if retry_after else 0.0
-        flow.stop = Stop(offset, reason, time.monotonic() + delay, retries)
-        if retry_after:
-            log.error("%s", flow.stop.describe(flow.topic, flow.partition))
-            self.metrics.errors.labels("partition stopped").inc()
-        point = TopicPartition(flow.topic, flow.partition, offset)
-        try:
-            self.clients.consumer.pause([point])
-            self.clients.consumer.seek(point)
-        except KafkaException as error:
-            # Going on could commit past records that were never acknowledged.
-            self._fail(f"cannot pause {flow.topic}[{flow.partition}] at {offset}: {error}")
-        self.backlog = [m for m in self.backlog if self._still_wanted(m)]
-
-    def _resume_due(self) -> None:
-        """Consume stopped partitions again from their record, once due (after a refresh), and
-        at once when their remote topic's size limit was raised."""
-        now = time.monotonic()
-        stopped = {f.remote for f in self.flows.values() if f.stop is not None}
-        limits = remote_topics.max_message_bytes(self.clients.target_admin, stopped)
-        known = self.topics.max_record_bytes
-        raised = {r for r, limit in limits.items() if limit > known.get(r, limit)}
-        known.update(limits)
-        for flow in self.flows.values():
-            if flow.stop is not None and flow.remote in raised:
-                flow.stop.retry_at = now
-        due = [f for f in self.flows.values() if f.stop is not None and f.stop.retry_at <= now]
-        for remote in {f.remote for f in due}:
-            self.clients.producer.list_topics(remote, timeout=TARGET_PROBE_SECONDS)
-        for flow in due:
-            assert flow.stop is not None
-            if flow.partition >= self.topics.remote_partitions.get(flow.remote, 0):
-                continue  # still waiting for the remote partition
-            flow.size_watch = self.topics.max_record_bytes.get(flow.remote, 2**62) - SIZE_SLACK
-            flow.stop = None
-            self.clients.consumer.resume([TopicPartition(flow.topic, flow.partition)])
-
-    def _rewind(self, flow: PartitionFlow, offset: int, why: str) -> None:
-        """Consume the partition again from `offset` with a new flow; the old one's late
-        reports are ignored."""
-        key = (flow.topic, flow.partition)
-        flow.abandoned = True
-        fresh = self._new_flow(flow.topic, flow.partition, flow.remote, offset)
-        fresh.stop, fresh.held = flow.stop, flow.held
-        before, times = self.refusals.get(key, (-1, 0))
-        if before == offset and times >= REFUSALS_BEFORE_STOP:
-            self._stop(fresh, offset, why, STOP_RETRY_SECONDS)
-            return
-        self.refusals[key] = (offset, times + 1 if before == offset else 1)
-        point = TopicPartition(flow.topic, flow.partition, offset)
-        try:
-            self.clients.consumer.seek(point)
-        except KafkaException as error:
-            self._fail(f"cannot rewind {flow.topic}[{flow.partition}] to {offset}: {error}")
-        # What the batch still held of it comes again from the seek, in order.
-        self.backlog = [m for m in self.backlog if (m.topic(), m.partition()) != key]
+        self.partitions.reached_end(message)
 
     def _replace_producer(self, reason: str) -> None:
         """Give up on the producer: each partition with records waiting is consumed again from
@@ -478,13 +311,7 @@ class MirrorWorker:
         failed = FAILED_PARTITION.search(reason)
         culprit = (failed.group(1), int(failed.group(2))) if failed else None
         old = self.clients.renew_producer()
-        self.checkpointer.producer = self.clients.producer
-        for flow in list(self.flows.values()):
-            if flow.settled() and flow.refused is None:
-                continue
-            self._rewind(flow, flow.acknowledged, reason)
-            if (flow.remote, flow.partition) != culprit:
-                self.refusals.pop((flow.topic, flow.partition), None)
+        self.partitions.rewind_waiting(reason, culprit)
         old.purge()
         with suppress(KafkaException, SystemError):
             old.poll(0)  # its purged records' reports, to abandoned flows
@@ -496,31 +323,12 @@ class MirrorWorker:
         """Commit what the target has acknowledged so far, without waiting for the rest."""
         self.sync_writer.promote_delayed()
         self.sync_writer.publish(self.clients.syncs_producer)
-        self._publish_figures()
-        self._hold_unacknowledged()
-        offsets = commit_offsets(self.flows.values())
+        self.partitions.publish_figures()
+        self.partitions.hold_unacknowledged()
+        offsets = commit_offsets(self.partitions.flows.values())
         if offsets:
             self.clients.consumer.commit(offsets=offsets, asynchronous=True)
             self._update_lag(offsets)
-
-    def _hold_unacknowledged(self) -> None:
-        """Stop consuming a partition the target has acknowledged nothing of for a while, and
-        go on once it does: records waiting for one stalled partition (short of in-sync
-        replicas on the target) would otherwise fill the producer's queue and stop them all."""
-        now = time.monotonic()
-        consumer = self.clients.consumer
-        for flow in self.flows.values():
-            waiting = flow.waiting_since is not None and now - flow.waiting_since >= HOLD_SECONDS
-            if waiting and not flow.held and flow.stop is None:
-                flow.held = True
-                point = TopicPartition(flow.topic, flow.partition, flow.next_upstream)
-                consumer.pause([point])
-                consumer.seek(point)  # what was fetched past the last record handled comes again
-                key = (flow.topic, flow.partition)
-                self.backlog = [m for m in self.backlog if (m.topic(), m.partition()) != key]
-            elif flow.held and not waiting:
-                flow.held = False
-                consumer.resume([TopicPartition(flow.topic, flow.partition)])
 
     def _committed(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if error is not None and error.code() not in _REBALANCING:
@@ -543,9 +351,10 @@ class MirrorWorker:
             log.warning("the target has not acknowledged everything: committing what it has")
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.flush(min(timeout, 5.0))
-        self._publish_figures()
+        self.partitions.publish_figures()
         keys = None if partitions is None else {(tp.topic, tp.partition) for tp in partitions}
-        offsets = commit_offsets(f for k, f in self.flows.items() if keys is None or k in keys)
+        flows = self.partitions.flows.items()
+        offsets = commit_offsets(f for k, f in flows if keys is None or k in keys)
         if not offsets:
             return
         try:
@@ -555,26 +364,6 @@ class MirrorWorker:
             log.info("commit before giving partitions up failed: %s", error.args[0].str())
             return
         self._update_lag(offsets)
-
-    def _publish_figures(self) -> None:
-        now = time.monotonic()
-        for flow in self.flows.values():
-            if flow.records:
-                labels = (flow.topic, str(flow.partition))
-                self.metrics.records.labels(*labels).inc(flow.records)
-                self.metrics.bytes.labels(*labels).inc(flow.bytes)
-                flow.records = flow.bytes = 0
-            if flow.latencies:
-                histogram = self.metrics.latency.labels(flow.topic)
-                for latency in flow.latencies:
-                    histogram.observe(latency)
-                self.metrics.last_latency.labels(flow.topic).set(flow.latencies[-1])
-                flow.latencies.clear()
-            if flow.waiting_since is None and not flow.settled():
-                flow.waiting_since = now
-        self.metrics.set_partition_problems(
-            (f.topic, f.partition, f.problem(now)) for f in self.flows.values()
-        )
 
     def _update_lag(self, positions: list[TopicPartition]) -> None:
         for tp in positions:
@@ -589,23 +378,11 @@ class MirrorWorker:
         """Before giving partitions to another replica, commit what the target holds of them."""
         log.info("revoked %d partitions", len(partitions))
         self._barrier(partitions, 0.0 if self.closing else REVOKE_FLUSH_SECONDS)
-        self._forget(partitions)
+        self.partitions.forget(partitions)
 
     def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.warning("lost %d partitions (no commit: another worker may own them)", len(partitions))
-        self._forget(partitions)
-
-    def _forget(self, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            flow = self.flows.pop(key, None)
-            if flow is not None:
-                flow.abandoned = True
-            self.refusals.pop(key, None)
-            self.stops.pop(key, None)
-            self.metrics.forget_partition(tp.topic, tp.partition)
-        gone = {(tp.topic, tp.partition) for tp in partitions}
-        self.backlog = [m for m in self.backlog if (m.topic(), m.partition()) not in gone]
+        self.partitions.forget(partitions)
 
     # --- periodic tasks -------------------------------------------------------------------
 
@@ -629,11 +406,9 @@ class MirrorWorker:
         ready = self.topics.internal_topics_ready
         plan = self.topics.refresh(self.config)
         if not ready and self.topics.internal_topics_ready:
-            self.checkpointer.load_emitted(
-                TopicTail(self.clients.checkpoints_reader, self.checkpoints_topic)
-            )
+            self.checkpoint_task.load_emitted()
         self._subscribe(sorted(plan.mirrored))
-        self._resume_due()
+        self.partitions.resume_due()
 
     def _subscribe(self, topics: list[str]) -> None:
         if topics == self.subscribed:
@@ -653,7 +428,7 @@ class MirrorWorker:
         else:
             self._barrier(None, REVOKE_FLUSH_SECONDS)
             self.clients.consumer.unsubscribe()
-            self._forget([TopicPartition(t, p) for t, p in list(self.flows)])
+            self.partitions.forget([TopicPartition(t, p) for t, p in list(self.partitions.flows)])
         self.subscribed = topics
 
     def _sync_configs(self) -> None:
@@ -672,17 +447,11 @@ class MirrorWorker:
             if self.subscribed
             else {}
         )
-        try:
-            self.checkpointer.run_once(owned)
-        except TimeoutError:
-            log.info("admin requests timed out: reconnecting the admin clients")
-            self.clients.renew_admins()
-            self.checkpointer.source_admin = self.clients.source_admin
-            self.checkpointer.target_admin = self.clients.target_admin
-            raise
+        self.checkpoint_task.run(owned)
 
     def _check_deliveries(self) -> None:
-        waiting = [flow.acknowledged for flow in self.flows.values() if not flow.settled()]
+        flows = self.partitions.flows.values()
+        waiting = [flow.acknowledged for flow in flows if not flow.settled()]
         if not self.delivery_watch.stalled(sum(waiting) if waiting else None, time.monotonic()):
             return
         if not self.reachable["target"]:
@@ -699,9 +468,5 @@ class MirrorWorker:
         )
 
     def _heartbeat(self) -> None:
-        if not self.config.heartbeats.enabled or not self.topics.internal_topics_ready:
-            return
-        beat = Heartbeat(
-            self.config.source.alias, self.config.target.alias, int(time.time() * 1000)
-        )
-        self.clients.producer.produce(HEARTBEATS_TOPIC, key=beat.key(), value=beat.value())
+        if self.config.heartbeats.enabled and self.topics.internal_topics_ready:
+            send_heartbeat(self.config, self.clients)
