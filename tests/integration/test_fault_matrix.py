@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from pyspark.sql import SparkSession
 
@@ -25,10 +25,10 @@ from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from tests.helpers.content import check_content
 from tests.helpers.faults import Outcome, audited, ends, resend_bound, settle
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, unique
-from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE, TrafficGenerator, TrafficSpec
+from tests.helpers.matrix import RATE, committed_problems, mirror_topic, traffic, verify
+from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE
 from tests.helpers.worker import (
     StartWorker,
-    WorkerProcess,
     group_offsets,
     wait_for,
     worker_config,
@@ -36,67 +36,6 @@ from tests.helpers.worker import (
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-RATE = 10_000
-
-
-def traffic(
-    source: KafkaCluster, topic: str, workdir: Path, name: str, **options: Any
-) -> TrafficGenerator:
-    spec = TrafficSpec.for_topics(source.bootstrap_servers, [topic], **options)
-    return TrafficGenerator(spec, workdir, name).start()
-
-
-def mirror_topic(
-    source: KafkaCluster, target: KafkaCluster, start_worker: StartWorker, prefix: str, count: int
-) -> tuple[str, dict[str, Any], str, WorkerProcess]:
-    """A new topic of `count` partitions on the source and a worker mirroring it: the topic,
-    the worker's configuration, its group and the worker."""
-    topic = unique(prefix)
-    create_topics(source.bootstrap_servers, [topic], partitions=count)
-    config = worker_config(source, target, [re.escape(topic)])
-    return topic, config, worker_group(config), start_worker(config)
-
-
-def committed_problems(source: KafkaCluster, group: str) -> dict[int, str]:
-    """The reasons the workers committed with their offsets, per partition (read straight from
-    the source's group coordinator)."""
-    admin = admin_for(source.bootstrap_servers)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
-    return {
-        tp.partition: tp.metadata
-        for tp in result.result(timeout=10).topic_partitions or []
-        if tp.metadata
-    }
-
-
-def verify(
-    outcomes: list[Outcome],
-    fault: str,
-    source: KafkaCluster,
-    target: KafkaCluster,
-    config: dict[str, Any],
-    topic: str,
-    workers: list[WorkerProcess],
-    spark: SparkSession,
-    bound: int,
-    recovery: float,
-    audit: bool = True,
-) -> None:
-    """The independent content check, then our audit; no worker exited; figures recorded."""
-    total = settle(source, config, [topic])
-    report = check_content(
-        source.bootstrap_servers, target.bootstrap_servers, {topic: f"{topic}.A"}
-    )
-    print(f"{fault}: {report}")
-    assert report.source_records == total
-    assert report.lossless, report
-    assert report.duplicates <= bound, (report.duplicates, bound)
-    if audit:
-        audited(config, spark, total)
-    for worker in workers:
-        assert worker.running(), f"{worker.name} exited:\n{worker.log()[-3000:]}"
-    outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))
 
 
 def test_partitions_added_twice_to_a_busy_topic(

@@ -15,13 +15,8 @@ from dataclasses import dataclass
 import pytest
 
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.kafka.formats import (
-    Checkpoint,
-    OffsetSync,
-    checkpoints_topic,
-    newest_provenance,
-    offset_syncs_topic,
-)
+from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, offset_syncs_topic
+from tests.helpers.failover import Resumed, newest_checkpoints, resumed, source_offsets
 from tests.helpers.kafka import create_topics, end_offsets, produce, records, unique
 from tests.helpers.mirror_client import translate_groups
 from tests.helpers.worker import (
@@ -61,9 +56,7 @@ class Failover:
     stop: Stop
     partition: int
     checkpoint: int
-    reread: int  # records before the group's position read again
-    resent: int  # of those, copies re-sent by the mirror (another copy lies before the answer)
-    skipped: int  # records at or past it never read
+    read: Resumed
     # The same with MirrorMaker 2's rule from the nearest sync published (its best case: its
     # store keeps fewer); None: no sync at or before the position, so no checkpoint at all.
     mm2_reread: int | None
@@ -148,11 +141,11 @@ def test_a_failed_over_group_rereads_nothing_it_had_committed(
     with capsys.disabled():
         print(f"\n(the catch-up groups stopped with {mirrored[0]:,} of {RECORDS:,} mirrored)")
         print(table(failovers))
-    skips = [f for f in failovers if f.skipped]
+    skips = [f for f in failovers if f.read.skipped]
     assert not skips, f"a failover would skip records: {skips}"
     # At-least-once re-sends (a replaced producer, a restart) put second copies on B, which a
     # consumer reads again; translation itself must add none.
-    rereads = [f for f in failovers if f.reread > f.resent]
+    rereads = [f for f in failovers if f.read.reread > f.read.resent]
     assert not rereads, f"failovers re-read records B holds once: {rereads}"
 
 
@@ -172,12 +165,7 @@ def settled_checkpoints(
     missing: list[tuple[str, int, int | None]] = []  # group, partition, checkpointed position
 
     def settled() -> bool:
-        newest: dict[tuple[str, int], Checkpoint] = {}
-        for record in read_partition(kafka_b, checkpoints_topic("A"), 0, 0):
-            assert record.key is not None and record.value is not None
-            checkpoint = Checkpoint.decode(record.key, record.value)
-            if checkpoint.topic == remote:
-                newest[(checkpoint.group, checkpoint.partition)] = checkpoint
+        newest = newest_checkpoints(kafka_b, remote)
         missing[:] = [
             (f"{s.phase}/{s.name}", p, c.upstream_offset if c else None)
             for s in stops
@@ -204,27 +192,18 @@ def fail_over(
     """What each group would read on B from its translated offset, by the provenance headers."""
     remote = f"{topic}.A"
     source_ends = end_offsets(kafka_a.bootstrap_servers, topic)
-    origins: dict[int, list[int]] = {}  # partition → source offset of each record on B
-    for p in range(PARTITIONS):
-        copies = read_partition(kafka_b, remote, p, 0)
-        assert [r.offset for r in copies] == list(range(len(copies)))
-        origins[p] = [provenance_offset(r.headers) for r in copies]
+    origins = {p: source_offsets(kafka_b, remote, p) for p in range(PARTITIONS)}
     syncs = published_syncs(kafka_a, topic)
     failovers = []
     for s in stops:
         for p, position in s.positions.items():
             start = translated[s.group][(remote, p)]
-            before, after = set(origins[p][:start]), origins[p][start:]
-            present = set(after)
-            reread = [offset for offset in after if offset < position]
             failovers.append(
                 Failover(
                     s,
                     p,
                     start,
-                    reread=len(reread),
-                    resent=sum(1 for offset in reread if offset in before),
-                    skipped=sum(1 for o in range(position, source_ends[p]) if o not in present),
+                    resumed(origins[p], position, start, source_ends[p]),
                     mm2_reread=mm2_reread(syncs[p], origins[p], position),
                 )
             )
@@ -238,12 +217,6 @@ def mm2_reread(syncs: list[tuple[int, int]], origins: list[int], position: int) 
         return None
     u, d = max(older)
     return sum(1 for offset in origins[d if u == position else d + 1 :] if offset < position)
-
-
-def provenance_offset(headers: tuple[tuple[str, bytes], ...]) -> int:
-    provenance = newest_provenance(list(headers))
-    assert provenance is not None and provenance.alias == "A", headers
-    return provenance.offset
 
 
 def published_syncs(kafka_a: KafkaCluster, topic: str) -> dict[int, list[tuple[int, int]]]:
@@ -266,8 +239,8 @@ def table(failovers: list[Failover]) -> str:
     for f in failovers:
         lines.append(
             f"| {f.stop.phase} | {f.stop.name} | {f.partition} "
-            f"| {f.stop.positions[f.partition]:,} | {f.checkpoint:,} | {f.reread} "
-            f"| {f.resent} | {f.skipped} "
+            f"| {f.stop.positions[f.partition]:,} | {f.checkpoint:,} | {f.read.reread} "
+            f"| {f.read.resent} | {f.read.skipped} "
             f"| {'no checkpoint' if f.mm2_reread is None else f.mm2_reread} |"
         )
     return "\n".join(lines)

@@ -1,0 +1,130 @@
+"""The fault matrix's consumer-group events, while records stream in at 10,000 records/s: a
+group reset (rewound) on the source with Kafka's own tool. Its checkpoint on the target follows
+it back, as MirrorMaker 2 propagates an upstream rewind, Kafka's own `RemoteClusterUtils`
+translates it, and a consumer failed over there skips nothing and re-reads only re-sent copies.
+Each case ends with the independent content check and our audit (`tests/helpers/matrix.py`)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+from pyspark.sql import SparkSession
+
+from kafka_mirror.devstack.builds import kafka_libs
+from kafka_mirror.devstack.kafka import KafkaCluster, java_command
+from tests.helpers.failover import newest_checkpoints, resumed, source_offsets
+from tests.helpers.faults import Outcome
+from tests.helpers.kafka import end_offsets, unique
+from tests.helpers.matrix import RATE, mirror_topic, traffic, verify
+from tests.helpers.mirror_client import translate_groups
+from tests.helpers.worker import StartWorker, group_offsets, wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+SHIFT = 5_000  # records a partition the group is rewound by
+
+
+def consume_and_commit(source: KafkaCluster, group: str, topic: str, seconds: float) -> None:
+    """An application reading `topic` for a while, committing, then leaving its group."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        consumer.consume(num_messages=1000, timeout=0.2)
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
+
+def reset_by(source: KafkaCluster, group: str, topic: str, shift: int) -> None:
+    """Kafka's own kafka-consumer-groups tool, as an operator rewinds a stopped group."""
+    subprocess.run(
+        java_command(
+            kafka_libs(),
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+            "--bootstrap-server",
+            source.bootstrap_servers,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--reset-offsets",
+            "--shift-by",
+            str(shift),
+            "--execute",
+            heap="256m",
+        ),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+def positions(source: KafkaCluster, group: str, topic: str) -> dict[int, int]:
+    return {p: o for (t, p), o in group_offsets(source, group).items() if t == topic}
+
+
+def checkpointed(
+    target: KafkaCluster, remote: str, group: str, at: dict[int, int]
+) -> Callable[[], bool]:
+    """Whether the group's newest checkpoint of every partition names its position `at`."""
+
+    def done() -> bool:
+        newest = newest_checkpoints(target, remote)
+        return all(
+            (c := newest.get((group, p))) is not None and c.upstream_offset == position
+            for p, position in at.items()
+        )
+
+    return done
+
+
+def test_a_group_reset_on_the_source_reaches_its_checkpoint(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    start_worker: StartWorker,
+    spark: SparkSession,
+    outcomes: list[Outcome],
+    tmp_path: Path,
+) -> None:
+    topic, config, _group, worker = mirror_topic(kafka_a, kafka_b, start_worker, "reset", 4)
+    remote = f"{topic}.A"
+    running = traffic(kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 25)
+    app = unique("app-")
+    consume_and_commit(kafka_a, app, topic, seconds=6)
+    consumed = positions(kafka_a, app, topic)
+    assert len(consumed) == 4 and min(consumed.values()) > SHIFT, consumed
+    wait_for(checkpointed(kafka_b, remote, app, consumed), 60, "the group's checkpoints")
+
+    started = time.monotonic()
+    reset_by(kafka_a, app, topic, -SHIFT)
+    rewound = positions(kafka_a, app, topic)
+    assert rewound == {p: o - SHIFT for p, o in consumed.items()}, rewound
+    wait_for(checkpointed(kafka_b, remote, app, rewound), 60, "the checkpoints to follow back")
+    recovery = time.monotonic() - started
+    stats = running.finish()
+    assert stats.failed == 0, stats.errors
+
+    fault = f"a group rewound by {SHIFT:,} records a partition on A, 10,000 records/s"
+    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, 0, recovery)
+    # Kafka's own client translates the rewound checkpoint; failed over from there, the group
+    # reads every record from its position on and again only copies the mirror re-sent.
+    translated = translate_groups(kafka_b, [app])[app]
+    newest = newest_checkpoints(kafka_b, remote)
+    source_ends = end_offsets(kafka_a.bootstrap_servers, topic)
+    for p, position in rewound.items():
+        start = translated[(remote, p)]
+        assert start == newest[(app, p)].downstream_offset, (p, start)
+        read = resumed(source_offsets(kafka_b, remote, p), position, start, source_ends[p])
+        assert read.skipped == 0 and read.reread <= read.resent, (p, position, start, read)
