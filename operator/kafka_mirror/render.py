@@ -165,6 +165,7 @@ def build_worker_config(
         heartbeats=spec.heartbeats,
         topic_config_sync=spec.topic_config_sync,
         metrics_port=METRICS_PORT,
+        processes=spec.worker.processes,
     )
     return config, source_envs + target_envs
 

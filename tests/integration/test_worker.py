@@ -11,6 +11,7 @@ from confluent_kafka import Consumer
 
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, KafkaCluster
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from tests.helpers.content import check_content
 from tests.helpers.kafka import (
     Record,
     admin_for,
@@ -28,6 +29,7 @@ from tests.helpers.worker import (
     group_offsets,
     read_partition,
     wait_for,
+    wait_until_mirrored,
     worker_config,
     worker_group,
 )
@@ -314,3 +316,32 @@ def test_invalid_patterns_and_oversize_names_are_reported_and_the_rest_mirrors(
     assert "selection broken: invalid regular expression '[unclosed'" in worker.log()
     assert worker.metric("kafka_mirror_skipped_topic", topic=too_long) == 1
     assert "over Kafka's limit of 249" in worker.log()
+
+
+# --- several mirroring processes in one pod ------------------------------------------------
+
+
+def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_once(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    topic = unique("multi")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=6)
+    produce(kafka_a.bootstrap_servers, topic, records(30_000, partitions=6))
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)], processes=3)
+    worker = start_worker(config)
+    wait_until_mirrored(kafka_a, config, topic)
+
+    report = check_content(
+        kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
+    )
+    assert report.lossless and report.duplicates == 0, report
+    group = worker_group(config)
+    described = admin_for(kafka_a.bootstrap_servers).describe_consumer_groups([group])[group]
+    members = described.result(timeout=10).members
+    assert len(members) == 3 and all(m.assignment.topic_partitions for m in members), members
+    # The pod's one endpoint speaks for the three: counts add up, health covers each.
+    wait_for(lambda: worker.metric("kafka_mirror_records_total") == 30_000, 30, "the count")
+    assert worker.metric("kafka_mirror_lag_records") == 0
+    assert worker.get("/healthz") == "ok\n" and worker.get("/readyz") == "ok\n"
+    assert worker.stop() == 0
+    assert "mirroring processes ended: exit codes [0, 0, 0]" in worker.log()

@@ -362,6 +362,12 @@ class WorkerPod(ApiModel):
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(default="IfNotPresent")
     resources: Resources = section(Resources, "Container resources.")
+    processes: Annotated[int, Field(ge=1, le=64)] | None = Field(
+        default=None,
+        description="Mirroring processes in each pod, sharing its partitions like replicas "
+        "(Python runs one thread at a time: one process uses one core). Unset: one per core "
+        "of the pod's CPU limit, rounded up; one without a limit.",
+    )
     node_selector: StringMap = Field(default_factory=dict)
     tolerations: Annotated[list[Toleration], Field(max_length=64)] = Field(default_factory=list)
     annotations: StringMap = Field(default_factory=dict, description="Extra pod annotations.")

@@ -122,6 +122,10 @@ class WorkerConfig(ApiModel):
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic config sync.")
     metrics_port: int = 9400
     commit_interval_seconds: float = 1.0
+    processes: Annotated[int, Field(ge=1, le=64)] | None = Field(
+        default=None,
+        description="Mirroring processes in each pod; from the pod's CPU limit when unset.",
+    )
 
     @property
     def consumer_group(self) -> str:

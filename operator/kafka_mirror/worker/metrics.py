@@ -2,6 +2,11 @@
 
 Hot-path figures (records, bytes, latency) are gathered in plain dicts by the mirroring loop and
 published here about once a second, so the per-record cost stays a dict update.
+
+A pod running several mirroring processes (`supervisor.py`) keeps them in prometheus_client's
+multiprocess mode: counters and histograms add up, and each gauge says how its processes' values
+combine. A series a process no longer has is set to 0 before it is removed, since the
+multiprocess files keep whatever was last written.
 """
 
 from __future__ import annotations
@@ -9,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from contextlib import suppress
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -41,6 +45,7 @@ class WorkerMetrics:
             "Records on the source partition not yet mirrored.",
             ["topic", "partition"],
             registry=r,
+            multiprocess_mode="livesum",  # a partition is one process's at a time
         )
         self.latency = Histogram(
             "kafka_mirror_replication_latency_seconds",
@@ -54,6 +59,7 @@ class WorkerMetrics:
             "Replication latency of the newest acknowledged record.",
             ["topic"],
             registry=r,
+            multiprocess_mode="livemax",
         )
         self.checkpoint_latency = Histogram(
             "kafka_mirror_checkpoint_latency_seconds",
@@ -85,23 +91,27 @@ class WorkerMetrics:
             "1 for each topic being mirrored.",
             ["topic", "remote_topic"],
             registry=r,
+            multiprocess_mode="livemax",
         )
         self.skipped_topic = Gauge(
             "kafka_mirror_skipped_topic",
             "1 for each selected topic that cannot be mirrored.",
             ["topic", "reason"],
             registry=r,
+            multiprocess_mode="livemax",
         )
         self.cluster_reachable = Gauge(
             "kafka_mirror_cluster_reachable",
             "1 when the cluster answered the last admin call.",
             ["cluster", "alias"],
             registry=r,
+            multiprocess_mode="livemin",
         )
         self.invalid_patterns = Gauge(
             "kafka_mirror_invalid_patterns",
             "Selection patterns that do not compile.",
             registry=r,
+            multiprocess_mode="livemax",
         )
         self.errors = Counter("kafka_mirror_errors", "Errors, by kind.", ["kind"], registry=r)
         self.partition_problem = Gauge(
@@ -110,26 +120,36 @@ class WorkerMetrics:
             "take, or stalled (no acknowledgement for a minute).",
             ["topic", "partition", "problem"],
             registry=r,
+            multiprocess_mode="livemax",
         )
+        self._flags: dict[Gauge, set[tuple[str, ...]]] = {}
+
+    def _show_flags(self, gauge: Gauge, flagged: set[tuple[str, ...]]) -> None:
+        """1 for each label set in `flagged`; the others shown before are retired."""
+        for labels in self._flags.get(gauge, set()) - flagged:
+            _retire(gauge, labels)
+        for labels in flagged:
+            gauge.labels(*labels).set(1)
+        self._flags[gauge] = flagged
 
     def set_topics(self, mirrored: dict[str, str], skipped: Iterable[tuple[str, str]]) -> None:
-        self.active_topic.clear()
-        for topic, remote in mirrored.items():
-            self.active_topic.labels(topic, remote).set(1)
-        self.skipped_topic.clear()
-        for topic, reason in skipped:
-            self.skipped_topic.labels(topic, reason).set(1)
+        self._show_flags(self.active_topic, set(mirrored.items()))
+        self._show_flags(self.skipped_topic, set(skipped))
 
     def set_partition_problems(self, problems: Iterable[tuple[str, int, str | None]]) -> None:
         """Each partition's problem (its description's first word: stopped, stalled) or None."""
-        self.partition_problem.clear()
-        for topic, partition, problem in problems:
-            if problem is not None:
-                self.partition_problem.labels(topic, str(partition), problem.split()[0]).set(1)
+        self._show_flags(
+            self.partition_problem,
+            {(t, str(p), problem.split()[0]) for t, p, problem in problems if problem is not None},
+        )
 
     def forget_partition(self, topic: str, partition: int) -> None:
-        with suppress(KeyError):  # no lag reported for it yet
-            self.lag.remove(topic, str(partition))
+        _retire(self.lag, (topic, str(partition)))
+
+
+def _retire(gauge: Gauge, labels: tuple[str, ...]) -> None:
+    gauge.labels(*labels).set(0)  # what the multiprocess files keep
+    gauge.remove(*labels)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -138,10 +158,10 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def serve(
-    metrics: WorkerMetrics, port: int, live: Callable[[], bool], ready: Callable[[], bool]
+    registry: CollectorRegistry, port: int, live: Callable[[], bool], ready: Callable[[], bool]
 ) -> WSGIServer:
     """Serve /metrics, /healthz (the loop is alive) and /readyz (both clusters answer)."""
-    metrics_app = make_wsgi_app(metrics.registry)
+    metrics_app = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")

@@ -53,7 +53,7 @@ PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target 
 REVOKE_FLUSH_SECONDS = 30.0
 SHUTDOWN_FLUSH_SECONDS = 20.0  # within Kubernetes' default 30 s grace period
 # Changing these needs new clients, so the worker restarts to apply them.
-RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port")
+RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port", "processes")
 # librdkafka names the partition in its gapless-guarantee failure: "… for <topic> [<n>] …".
 FAILED_PARTITION = re.compile(r" for (\S+) \[(\d+)\]")
 
