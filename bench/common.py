@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -100,13 +101,17 @@ def worker_config(
 
 
 def start_worker(
-    config: dict[str, Any], workdir: Path, name: str = "worker"
+    config: dict[str, Any], workdir: Path, name: str = "worker", prefix: list[str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """`python -m kafka_mirror worker --config FILE`, logging to workdir/<name>.log."""
+    """`python -m kafka_mirror worker --config FILE` (after `prefix`, e.g. `taskset -c 0`),
+    logging to workdir/<name>.log."""
     config_path = workdir / f"{name}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     return subprocess.Popen(
-        [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(config_path)],
+        [
+            *(prefix or []),
+            *(sys.executable, "-m", "kafka_mirror", "worker", "--config", str(config_path)),
+        ],
         stdout=(workdir / f"{name}.log").open("wb"),
         stderr=subprocess.STDOUT,
     )
@@ -124,16 +129,30 @@ def stop(process: subprocess.Popen[Any] | None, timeout: float = 30) -> None:
         process.wait()
 
 
+def process_tree(pid: int) -> list[psutil.Process]:
+    """A process and its live descendants (a worker pod's mirroring processes)."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process and its descendants (all their threads) so far."""
+    total = 0.0
+    for process in process_tree(pid):
+        with suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def peak_rss_bytes(pid: int) -> int:
-    """The process's resident set high-water mark (VmHWM)."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
+    """The resident set high-water marks (VmHWM) of a process and its descendants, added."""
+    total = 0
+    for process in process_tree(pid):
+        with suppress(OSError, AttributeError):
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            total += int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
+    return total
 
 
 def machine() -> str:

@@ -1,26 +1,33 @@
 """Our worker against Apache Kafka's MirrorMaker 2 (dedicated mode), side by side on one machine.
 
-    .venv/bin/python bench/vs_mirrormaker.py           # the full run (about 15 minutes)
+    .venv/bin/python bench/vs_mirrormaker.py           # the full run (about 35 minutes)
     .venv/bin/python bench/vs_mirrormaker.py --quick   # a small run to try the harness
 
-Starts its own Kafka clusters A and B, then:
+Starts its own Kafka clusters A and B, then, per record size (1 KB and 100 B; 8 topics x 8
+partitions preloaded on A):
 
-1. Ceiling: Kafka's own ProducerPerformance (the preload) and ConsumerPerformance on A, for
-   context: a mirror consumes from one broker and produces to another on the same cores.
-2. Drain: per record size (1 KB and 100 B), 8 topics x 8 partitions are preloaded on A; each run
-   mirrors the whole backlog to B. Runs alternate ours / MirrorMaker 2 and swap who goes first
-   each round. Every run uses a fresh source alias, so it starts with fresh remote topics, groups
-   and internal topics; its remote topics are deleted afterwards. Throughput is timed from the
-   first mirrored record seen on B to the last (start-up excluded for both); CPU seconds are the
-   mirror processes' own over the same window; memory is their peak resident set.
-3. Latency: a steady produce rate on A; a consumer on B takes arrival time minus the record's
-   timestamp (set by the producer on A, kept by both mirrors) for every record produced after
-   the first 10 s. Runs alternate as in (2); the percentiles are over all runs' records.
+1. Ceiling: what the brokers themselves sustain here, with Kafka's own perf tools, each run
+   once to warm its JVM and then measured: ConsumerPerformance reading the data set from A, and
+   ProducerPerformance writing as many records of the size to B (64 partitions, the mirror's
+   producer settings: idempotent, acks=all, 1 MB batches, 5 ms linger). A mirror can go no
+   faster than the lower of the two; its share of that is reported.
+2. Best parallelism: one drain per candidate (`--candidates`: our worker's processes in one pod,
+   MirrorMaker 2's tasks.max), each mirror's fastest kept for (3).
+3. Drains, in two modes, `--rounds` each, alternating ours / MirrorMaker 2 and swapping who goes
+   first each round: **best against best** (each at its best parallelism, the whole machine)
+   and **equal CPU** (each at parallelism 1, pinned with taskset to the same one CPU). Each run
+   mirrors the whole backlog with a fresh source alias (fresh remote topics, groups and internal
+   topics, deleted afterwards). Throughput is timed from the first mirrored record seen on B to
+   the last (start-up excluded for both); CPU seconds are the mirror's processes' own (a worker
+   pod's mirroring processes included) over the same window; memory is their peak resident set.
+4. Latency: a steady produce rate on A, each mirror at its best 1 KB parallelism; a consumer on
+   B takes arrival time minus the record's timestamp (set by the producer on A, kept by both
+   mirrors) for every record produced after the first 10 s. The percentiles are over all
+   runs' records.
 
-Both mirrors get the same parallelism (`--parallelism`: worker replicas / MirrorMaker 2's
-tasks.max), the same batching where comparable, offset syncs, checkpoints and heartbeats on, and
+Both get the same batching where comparable, offset syncs, checkpoints and heartbeats on, and
 MirrorMaker 2 its launch script's JVM settings. Prints a table with the ratios ours / MM2 and
-writes bench/results/vs_mirrormaker.{json,png}.
+writes bench/results/vs_mirrormaker.{json,png} (`vs_mm2_report.py`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,6 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,21 +52,21 @@ from common import (
     produce_perf,
     start_worker,
     stop,
-    summary_header,
     two_clusters,
     worker_config,
     write_summary,
 )
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from vs_mm2_report import MM2, OURS, plot, summarize, table
 
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
-from kafka_mirror.devstack.processes import free_port
 
 TOPICS, PARTITIONS = 8, 8
 LATENCY_WARMUP_SECONDS = 10
-OURS, MM2 = "kafka-mirror", "MirrorMaker 2"
+MEASURED_CPU = "0"  # the CPU both mirrors are pinned to in the equal-CPU mode
+BEST, EQUAL_CPU = "best against best", "equal CPU"
 
 # MirrorMaker 2's launch script (connect-mirror-maker.sh via kafka-run-class.sh) runs it with these.
 MM2_JVM = ("-Xms256M", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35")
@@ -74,16 +80,33 @@ appender.stdout.layout.pattern = [%d] %p %m (%c)%n
 """
 
 
+@dataclass(frozen=True)
+class Setting:
+    """How a mirror runs: its parallelism (our worker's processes in one pod, MirrorMaker 2's
+    `tasks.max`) and the CPUs it is pinned to (`taskset`), or the whole machine."""
+
+    parallelism: int
+    cpus: str | None = None
+
+    def prefix(self) -> list[str]:
+        return ["taskset", "-c", self.cpus] if self.cpus else []
+
+    def describe(self, mirror: str) -> str:
+        unit = "processes" if mirror == OURS else "tasks"
+        where = f", pinned to CPU {self.cpus}" if self.cpus else ""
+        return f"{self.parallelism} {unit}{where}"
+
+
 class Mirror:
     """One mirror (ours or MirrorMaker 2) under test: started per run with a source alias."""
 
     name: str
 
-    def __init__(self, a: KafkaCluster, b: KafkaCluster, workdir: Path, parallelism: int) -> None:
-        self.a, self.b, self.workdir, self.parallelism = a, b, workdir, parallelism
+    def __init__(self, a: KafkaCluster, b: KafkaCluster, workdir: Path) -> None:
+        self.a, self.b, self.workdir = a, b, workdir
         self.processes: list[subprocess.Popen[Any]] = []
 
-    def start(self, alias: str, includes: str) -> None:
+    def start(self, alias: str, includes: str, setting: Setting) -> None:
         raise NotImplementedError
 
     def check_alive(self) -> None:
@@ -104,17 +127,18 @@ class Mirror:
 
 
 class OurWorker(Mirror):
-    """`parallelism` worker replicas, each run as its pod runs it, sharing one consumer group."""
+    """One worker pod, run as its pod runs it, with `parallelism` mirroring processes."""
 
     name = OURS
 
-    def start(self, alias: str, includes: str) -> None:
+    def start(self, alias: str, includes: str, setting: Setting) -> None:
         config = worker_config(self.a, self.b, f"bench/{alias}", [includes], alias=alias)
         # MirrorMaker 2's naming, so both write the same remote topics.
         config["topicNaming"] = {"policy": "prefix"}
-        for replica in range(self.parallelism):
-            config["metricsPort"] = free_port()
-            self.processes.append(start_worker(config, self.workdir, f"{alias}-worker-{replica}"))
+        config["processes"] = setting.parallelism
+        self.processes.append(
+            start_worker(config, self.workdir, f"{alias}-worker", prefix=setting.prefix())
+        )
 
 
 class MirrorMaker2(Mirror):
@@ -122,7 +146,7 @@ class MirrorMaker2(Mirror):
 
     name = MM2
 
-    def start(self, alias: str, includes: str) -> None:
+    def start(self, alias: str, includes: str, setting: Setting) -> None:
         settings = {
             "clusters": f"{alias}, B",
             f"{alias}.bootstrap.servers": self.a.bootstrap_servers,
@@ -130,7 +154,7 @@ class MirrorMaker2(Mirror):
             f"{alias}->B.enabled": "true",
             f"{alias}->B.topics": includes,
             f"B->{alias}.enabled": "false",
-            "tasks.max": str(self.parallelism),
+            "tasks.max": str(setting.parallelism),
             "refresh.topics.interval.seconds": "5",
             "emit.checkpoints.enabled": "true",
             "emit.heartbeats.enabled": "true",
@@ -163,12 +187,16 @@ class MirrorMaker2(Mirror):
             jvm_options=(*MM2_JVM, f"-Dlog4j2.configurationFile={log4j}"),
         )
         log = (self.workdir / f"{alias}-mm2.log").open("wb")
-        self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+        self.processes.append(
+            subprocess.Popen([*setting.prefix(), *command], stdout=log, stderr=subprocess.STDOUT)
+        )
 
 
 @dataclass
 class Drain:
     mirror: str
+    mode: str
+    setting: Setting
     size: int
     records: int
     seconds: float
@@ -178,6 +206,10 @@ class Drain:
     @property
     def megabytes(self) -> float:
         return self.records * self.size / 1e6
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
 
 
 @dataclass
@@ -200,13 +232,17 @@ class Bench:
         self.runs += 1
         return f"A{self.runs}"
 
-    def drain(self, mirror: Mirror, size: int, records: int) -> Drain:
+    def drain(self, mirror: Mirror, size: int, records: int, setting: Setting, mode: str) -> Drain:
         alias = self.next_alias()
         remote = [
             (f"{alias}.bench-{size}-{t}", p) for t in range(TOPICS) for p in range(PARTITIONS)
         ]
-        print(f"  {mirror.name} ({alias}), {records:,} x {size} B:", end="", flush=True)
-        mirror.start(alias, f"bench-{size}-.*")
+        print(
+            f"  {mirror.name} ({alias}, {setting.describe(mirror.name)}), {records:,} x {size} B:",
+            end="",
+            flush=True,
+        )
+        mirror.start(alias, f"bench-{size}-.*", setting)
         try:
             started, first = time.monotonic(), None
             mirrored, cpu_at_first = 0, 0.0
@@ -221,6 +257,8 @@ class Bench:
             seconds = time.monotonic() - (first or started)
             result = Drain(
                 mirror.name,
+                mode,
+                setting,
                 size,
                 records,
                 seconds,
@@ -231,20 +269,20 @@ class Bench:
             mirror.stop()
         self.delete_remote_topics(alias)
         print(
-            f" {records / seconds:,.0f} records/s, {result.megabytes / seconds:.1f} MB/s, "
+            f" {result.rate:,.0f} records/s, {result.megabytes / seconds:.1f} MB/s, "
             f"{result.cpu_seconds / result.megabytes * 1000:.1f} CPU ms/MB, "
             f"{result.peak_rss_bytes / 2**20:.0f} MiB peak",
             flush=True,
         )
         return result
 
-    def latency(self, mirror: Mirror, rate: int, seconds: int, size: int) -> Latency:
+    def latency(self, mirror: Mirror, setting: Setting, rate: int, seconds: int) -> Latency:
         alias = self.next_alias()
         topic = f"steady-{alias}"
         create_topic(self.a, topic, PARTITIONS)
         remote = f"{alias}.{topic}"
         print(f"  {mirror.name} ({alias}), {rate:,} records/s for {seconds}s:", end="", flush=True)
-        mirror.start(alias, topic)
+        mirror.start(alias, topic, setting)
         consumer = Consumer(
             {
                 "bootstrap.servers": self.b.bootstrap_servers,
@@ -260,7 +298,7 @@ class Bench:
             # Records produced in the first seconds (the producer's JVM warming up) do not count.
             warmup_ms = (time.time() + LATENCY_WARMUP_SECONDS) * 1000
             result = Latency(mirror.name, rate)
-            producer = produce_perf(self.a, topic, rate * seconds, size, rate)
+            producer = produce_perf(self.a, topic, rate * seconds, 1024, rate)
             received, deadline = 0, time.monotonic() + seconds + 60
             while received < rate * seconds and time.monotonic() < deadline:
                 message = consumer.poll(0.1)
@@ -299,15 +337,21 @@ class Bench:
         for future in admin.delete_topics(topics).values():
             future.result()
 
-    def consumer_ceiling(self, size: int, records: int) -> float:
-        """Records/s Kafka's ConsumerPerformance reads the data set from A."""
+    def ceiling(self, size: int, records: int) -> dict[str, float]:
+        """Records/s the brokers sustain here: reading the data set from A, writing as many
+        records to B; each tool's second run (the first warms its JVM)."""
+        consume = [self.consumer_rate(size, records, run) for run in range(2)][-1]
+        produce = [self.producer_rate(size, records, run) for run in range(2)][-1]
+        return {"consume_a": round(consume), "produce_b": round(produce)}
+
+    def consumer_rate(self, size: int, records: int, run: int) -> float:
         output = subprocess.run(
             java_command(
                 kafka_libs(),
                 "org.apache.kafka.tools.ConsumerPerformance",
                 *("--bootstrap-server", self.a.bootstrap_servers),
                 *("--include", f"bench-{size}-.*", "--num-records", str(records)),
-                *("--group", f"bench-ceiling-{size}", "--hide-header", "--timeout", "60000"),
+                *("--group", f"bench-ceiling-{size}-{run}", "--hide-header", "--timeout", "60000"),
             ),
             check=True,
             capture_output=True,
@@ -317,169 +361,39 @@ class Bench:
         # fetch records/s.
         return float(output.strip().splitlines()[-1].split(",")[9])
 
-
-def ratio(ours: float, theirs: float) -> float:
-    return round(ours / theirs, 2) if theirs else float("nan")
-
-
-def summarize(
-    drains: list[Drain],
-    latencies: list[Latency],
-    ceilings: dict[int, dict[str, float]],
-    args: argparse.Namespace,
-) -> dict[str, Any]:
-    by_size: dict[str, Any] = {}
-    for size in args.sizes:
-        figures: dict[str, dict[str, float]] = {}
-        for name in (OURS, MM2):
-            runs = [d for d in drains if d.mirror == name and d.size == size]
-            figures[name] = {
-                # Medians over the rounds; every run is kept in "runs".
-                "records_per_second": statistics.median(d.records / d.seconds for d in runs),
-                "megabytes_per_second": statistics.median(d.megabytes / d.seconds for d in runs),
-                "cpu_seconds_per_megabyte": statistics.median(
-                    d.cpu_seconds / d.megabytes for d in runs
-                ),
-                "peak_rss_mebibytes": max(d.peak_rss_bytes for d in runs) / 2**20,
-            }
-        by_size[str(size)] = {
-            "records": args.records[size],
-            **{name: {k: round(v, 4) for k, v in f.items()} for name, f in figures.items()},
-            "ratio_ours_over_mm2": {
-                key: ratio(figures[OURS][key], figures[MM2][key]) for key in figures[OURS]
-            },
-            "ceiling_records_per_second": ceilings[size],
-        }
-    latency: dict[str, Any] = {}
-    for name in (OURS, MM2):
-        merged = Latency(
-            name, args.rate, [x for r in latencies if r.mirror == name for x in r.samples]
+    def producer_rate(self, size: int, records: int, run: int) -> float:
+        topic = f"ceiling-{size}-{run}"
+        create_topic(self.b, topic, TOPICS * PARTITIONS)
+        process = subprocess.Popen(
+            java_command(
+                kafka_libs(),
+                "org.apache.kafka.tools.ProducerPerformance",
+                *("--topic", topic, "--num-records", str(records), "--record-size", str(size)),
+                *("--throughput", "-1", "--producer-props"),
+                f"bootstrap.servers={self.b.bootstrap_servers}",
+                # The mirrors' producer settings.
+                *("acks=all", "enable.idempotence=true", "linger.ms=5", "batch.size=1048576"),
+                "buffer.memory=268435456",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
-        latency[name] = {
-            "rate_records_per_second": args.rate,
-            "samples": len(merged.samples),
-            "p50_ms": round(merged.percentile(50), 1),
-            "p99_ms": round(merged.percentile(99), 1),
-        }
-    latency["ratio_ours_over_mm2"] = {
-        key: ratio(latency[OURS][key], latency[MM2][key]) for key in ("p50_ms", "p99_ms")
-    }
-    return {
-        **summary_header(
-            "kafka-mirror worker vs MirrorMaker 2 (dedicated mode), A -> B on loopback",
-            "vs_mirrormaker.py",
-        ),
-        "parallelism": args.parallelism,
-        "topics": TOPICS,
-        "partitions_per_topic": PARTITIONS,
-        "rounds": args.rounds,
-        "drain": by_size,
-        "latency": latency,
-        "runs": [d.__dict__ for d in drains],
-    }
-
-
-def number(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def table(summary: dict[str, Any]) -> str:
-    rows = [("", OURS, MM2, "ours / MM2")]
-    for size, drain in summary["drain"].items():
-        for key, label in (
-            ("records_per_second", "records/s"),
-            ("megabytes_per_second", "MB/s"),
-            ("cpu_seconds_per_megabyte", "CPU seconds per MB"),
-            ("peak_rss_mebibytes", "peak memory MiB"),
-        ):
-            ours, theirs = (number(drain[name][key]) for name in (OURS, MM2))
-            rows.append(
-                (
-                    f"{size} B: {label}",
-                    ours,
-                    theirs,
-                    f"{drain['ratio_ours_over_mm2'][key]:.2f}",
-                )
-            )
-        ceiling = drain["ceiling_records_per_second"]
-        rows.append(
-            (
-                f"{size} B: Kafka perf tools on A (records/s)",
-                f"produce {ceiling['produce']:,.0f}",
-                f"consume {ceiling['consume']:,.0f}",
-                "",
-            )
-        )
-    latency = summary["latency"]
-    for q in ("p50_ms", "p99_ms"):
-        rows.append(
-            (
-                f"latency {q[:3]} ms at {latency[OURS]['rate_records_per_second']:,}/s",
-                f"{latency[OURS][q]:.1f}",
-                f"{latency[MM2][q]:.1f}",
-                f"{latency['ratio_ours_over_mm2'][q]:.2f}",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [
-        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
-        for row in rows
-    ]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
-
-
-def plot(summary: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = list(summary["drain"])
-    figure, axes = plt.subplots(1, 4, figsize=(16, 4))
-    panels: list[tuple[str, Callable[[str, str], float]]] = [
-        (
-            "throughput (MB/s, higher is better)",
-            lambda s, m: summary["drain"][s][m]["megabytes_per_second"],
-        ),
-        (
-            "CPU ms per MB (lower is better)",
-            lambda s, m: 1000 * summary["drain"][s][m]["cpu_seconds_per_megabyte"],
-        ),
-        (
-            "peak memory MiB (lower is better)",
-            lambda s, m: summary["drain"][s][m]["peak_rss_mebibytes"],
-        ),
-    ]
-    width = 0.38
-    for axis, (title, value) in zip(axes, panels, strict=False):
-        for i, name in enumerate((OURS, MM2)):
-            positions = [x + (i - 0.5) * width for x in range(len(sizes))]
-            axis.bar(positions, [value(s, name) for s in sizes], width, label=name)
-        axis.set_xticks(range(len(sizes)), [f"{s} B records" for s in sizes])
-        axis.set_title(title, fontsize=10)
-    latency = summary["latency"]
-    for i, name in enumerate((OURS, MM2)):
-        positions = [x + (i - 0.5) * width for x in range(2)]
-        axes[3].bar(
-            positions, [latency[name]["p50_ms"], latency[name]["p99_ms"]], width, label=name
-        )
-    axes[3].set_xticks(range(2), ["p50", "p99"])
-    axes[3].set_title(
-        f"latency ms at {latency[OURS]['rate_records_per_second']:,} records/s (lower is better)",
-        fontsize=10,
-    )
-    axes[0].legend()
-    figure.suptitle(f"{summary['what']}\n{summary['date']}, {summary['machine']}", fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+        rate = perf_rate(process)
+        self.target_admin.delete_topics([topic])[topic].result()
+        return rate
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small data sets, one round")
-    parser.add_argument("--rounds", type=int, default=2, help="drain runs per mirror and size")
-    parser.add_argument("--parallelism", type=int, default=1, help="worker replicas / tasks.max")
+    parser.add_argument("--rounds", type=int, default=2, help="drain runs per mirror, mode, size")
+    parser.add_argument(
+        "--candidates",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 2, 3],
+        help="parallelism tried for the best-against-best mode (processes / tasks.max)",
+    )
     parser.add_argument("--rate", type=int, default=5000, help="records/s in the latency phase")
     parser.add_argument("--latency-seconds", type=int, default=45)
     parser.add_argument("--output", type=Path, default=RESULTS / "vs_mirrormaker.json")
@@ -490,10 +404,7 @@ def main() -> None:
         args.records, args.rounds, args.latency_seconds = {1024: 200_000, 100: 400_000}, 1, 20
 
     with two_clusters() as (workdir, a, b):
-        mirrors: list[Mirror] = [
-            OurWorker(a, b, workdir, args.parallelism),
-            MirrorMaker2(a, b, workdir, args.parallelism),
-        ]
+        mirrors: list[Mirror] = [OurWorker(a, b, workdir), MirrorMaker2(a, b, workdir)]
         bench = Bench(a, b)
         try:
             ceilings: dict[int, dict[str, float]] = {}
@@ -503,35 +414,44 @@ def main() -> None:
                     f"preloading {TOPICS} topics x {total // TOPICS:,} records of {size} B on A…",
                     flush=True,
                 )
-                rates = [
+                for t in range(TOPICS):
                     preload(a, f"bench-{size}-{t}", total // TOPICS, size, PARTITIONS)
-                    for t in range(TOPICS)
-                ]
-                ceilings[size] = {
-                    "produce": round(statistics.mean(rates)),
-                    "consume": round(bench.consumer_ceiling(size, total)),
-                }
-                print(f"  Kafka's perf tools on A: {ceilings[size]}", flush=True)
-            drains = []
+                ceilings[size] = bench.ceiling(size, total)
+                print(f"  the brokers' ceiling (records/s): {ceilings[size]}", flush=True)
+            drains: list[Drain] = []
+            best: dict[tuple[str, int], Setting] = {}
             for size in args.sizes:
-                print(
-                    f"draining {args.records[size]:,} records of {size} B, {args.rounds} rounds…",
-                    flush=True,
-                )
-                for round_ in range(args.rounds):
-                    order = mirrors if round_ % 2 == 0 else mirrors[::-1]
-                    drains += [bench.drain(m, size, args.records[size]) for m in order]
+                print(f"best parallelism at {size} B, of {args.candidates}…", flush=True)
+                for mirror in mirrors:
+                    tried = [
+                        bench.drain(mirror, size, args.records[size], Setting(n), "search")
+                        for n in args.candidates
+                    ]
+                    drains += tried
+                    best[(mirror.name, size)] = max(tried, key=lambda d: d.rate).setting
+                for mode in (BEST, EQUAL_CPU):
+                    print(f"draining {size} B, {mode}, {args.rounds} rounds…", flush=True)
+                    for round_ in range(args.rounds):
+                        for mirror in mirrors if round_ % 2 == 0 else mirrors[::-1]:
+                            setting = (
+                                best[(mirror.name, size)]
+                                if mode == BEST
+                                else Setting(1, MEASURED_CPU)
+                            )
+                            drains.append(
+                                bench.drain(mirror, size, args.records[size], setting, mode)
+                            )
             print(f"latency at a steady {args.rate:,} records/s of 1 KB…", flush=True)
             os.sync()  # the drains' gigabytes written out now, not during the first latency run
             latencies = [
-                bench.latency(m, args.rate, args.latency_seconds, 1024)
+                bench.latency(m, best[(m.name, 1024)], args.rate, args.latency_seconds)
                 for round_ in range(args.rounds)
                 for m in (mirrors if round_ % 2 else mirrors[::-1])
             ]
         finally:
             for mirror in mirrors:
                 mirror.stop()
-    summary = summarize(drains, latencies, ceilings, args)
+    summary = summarize(drains, latencies, ceilings, best, args)
     summary["table"] = table(summary)
     write_summary(summary, args.output)
     print(summary["table"])

@@ -1,0 +1,212 @@
+"""The figures of `vs_mirrormaker.py`: medians per size and mode, ratios ours / MirrorMaker 2,
+shares of the brokers' ceiling, latency percentiles; as JSON, a Markdown table and a plot."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from common import summary_header
+
+if TYPE_CHECKING:
+    from vs_mirrormaker import Drain, Latency, Setting
+
+OURS, MM2 = "kafka-mirror", "MirrorMaker 2"
+MODES = ("best against best", "equal CPU")
+FIGURES = (
+    ("records_per_second", "records/s"),
+    ("cpu_seconds_per_megabyte", "CPU seconds per MB"),
+    ("peak_rss_mebibytes", "peak memory MiB"),
+)
+
+
+def ratio(ours: float, theirs: float) -> float:
+    return round(ours / theirs, 2) if theirs else float("nan")
+
+
+def percentile(samples: list[float], q: int) -> float:
+    return statistics.quantiles(samples, n=100)[q - 1]
+
+
+def figures(runs: list[Drain]) -> dict[str, float]:
+    """Medians over the rounds (every run is kept in the summary's "runs")."""
+    return {
+        "records_per_second": round(statistics.median(d.rate for d in runs), 1),
+        "megabytes_per_second": round(statistics.median(d.megabytes / d.seconds for d in runs), 2),
+        "cpu_seconds_per_megabyte": round(
+            statistics.median(d.cpu_seconds / d.megabytes for d in runs), 5
+        ),
+        "peak_rss_mebibytes": round(max(d.peak_rss_bytes for d in runs) / 2**20),
+    }
+
+
+def summarize(
+    drains: list[Drain],
+    latencies: list[Latency],
+    ceilings: dict[int, dict[str, float]],
+    best: dict[tuple[str, int], Setting],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    by_size: dict[str, Any] = {}
+    for size in args.sizes:
+        ceiling = min(ceilings[size].values())
+        entry: dict[str, Any] = {
+            "records": args.records[size],
+            "ceiling_records_per_second": {**ceilings[size], "lower": ceiling},
+        }
+        for mode in MODES:
+            mirrors = {
+                name: [d for d in drains if d.mirror == name and d.size == size and d.mode == mode]
+                for name in (OURS, MM2)
+            }
+            measured = {name: figures(runs) for name, runs in mirrors.items()}
+            entry[mode] = {
+                **{
+                    name: {"setting": runs[0].setting.describe(name), **measured[name]}
+                    for name, runs in mirrors.items()
+                },
+                "ratio_ours_over_mm2": {
+                    key: ratio(measured[OURS][key], measured[MM2][key]) for key in measured[OURS]
+                },
+                "share_of_ceiling": {
+                    name: round(measured[name]["records_per_second"] / ceiling, 2)
+                    for name in (OURS, MM2)
+                },
+            }
+        entry["search"] = {
+            name: {
+                d.setting.describe(name): round(d.rate)
+                for d in drains
+                if d.mirror == name and d.size == size and d.mode == "search"
+            }
+            for name in (OURS, MM2)
+        }
+        by_size[str(size)] = entry
+    latency: dict[str, Any] = {}
+    for name in (OURS, MM2):
+        samples = [x for r in latencies if r.mirror == name for x in r.samples]
+        latency[name] = {
+            "setting": best[(name, 1024)].describe(name),
+            "rate_records_per_second": args.rate,
+            "samples": len(samples),
+            "p50_ms": round(percentile(samples, 50), 1),
+            "p99_ms": round(percentile(samples, 99), 1),
+        }
+    latency["ratio_ours_over_mm2"] = {
+        key: ratio(latency[OURS][key], latency[MM2][key]) for key in ("p50_ms", "p99_ms")
+    }
+    return {
+        **summary_header(
+            "kafka-mirror worker vs MirrorMaker 2 (dedicated mode), A -> B on loopback",
+            "vs_mirrormaker.py",
+        ),
+        "candidates": args.candidates,
+        "rounds": args.rounds,
+        "drain": by_size,
+        "latency": latency,
+        "runs": [{**d.__dict__, "setting": d.setting.describe(d.mirror)} for d in drains],
+    }
+
+
+def number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def table(summary: dict[str, Any]) -> str:
+    rows = [("", OURS, MM2, "ours / MM2")]
+    for size, drain in summary["drain"].items():
+        for mode in MODES:
+            figures = drain[mode]
+            rows.append(
+                (f"**{size} B, {mode}**", figures[OURS]["setting"], figures[MM2]["setting"], "")
+            )
+            for key, label in FIGURES:
+                ours, theirs = (number(figures[name][key]) for name in (OURS, MM2))
+                rows.append((label, ours, theirs, f"{figures['ratio_ours_over_mm2'][key]:.2f}"))
+            share = figures["share_of_ceiling"]
+            shares = (f"{share[OURS]:.2f}", f"{share[MM2]:.2f}")
+            rows.append(("share of the brokers' ceiling", *shares, ""))
+        ceiling = drain["ceiling_records_per_second"]
+        rows.append(
+            (
+                f"{size} B: the brokers' ceiling (records/s)",
+                f"consume A {ceiling['consume_a']:,.0f}",
+                f"produce B {ceiling['produce_b']:,.0f}",
+                "",
+            )
+        )
+    latency = summary["latency"]
+    for q in ("p50_ms", "p99_ms"):
+        rows.append(
+            (
+                f"latency {q[:3]} ms at {latency[OURS]['rate_records_per_second']:,}/s, 1 KB",
+                f"{latency[OURS][q]:.1f}",
+                f"{latency[MM2][q]:.1f}",
+                f"{latency['ratio_ours_over_mm2'][q]:.2f}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in rows
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def plot(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [(size, mode) for size in summary["drain"] for mode in MODES]
+    labels = [f"{size} B\n{mode}" for size, mode in groups]
+    figure, axes = plt.subplots(1, 4, figsize=(20, 4.5))
+    panels: list[tuple[str, Callable[[str, str, str], float]]] = [
+        (
+            "records/s (higher is better)",
+            lambda s, mode, m: summary["drain"][s][mode][m]["records_per_second"],
+        ),
+        (
+            "CPU ms per MB (lower is better)",
+            lambda s, mode, m: 1000 * summary["drain"][s][mode][m]["cpu_seconds_per_megabyte"],
+        ),
+        (
+            "peak memory MiB (lower is better)",
+            lambda s, mode, m: summary["drain"][s][mode][m]["peak_rss_mebibytes"],
+        ),
+    ]
+    width = 0.38
+    for axis, (title, value) in zip(axes, panels, strict=False):
+        for i, name in enumerate((OURS, MM2)):
+            positions = [x + (i - 0.5) * width for x in range(len(groups))]
+            axis.bar(positions, [value(s, mode, name) for s, mode in groups], width, label=name)
+        axis.set_xticks(range(len(groups)), labels, fontsize=8)
+        axis.set_title(title, fontsize=10)
+    for x, (size, _mode) in enumerate(groups):
+        if x % 2 == 0:  # the ceiling once per size, over its two modes
+            ceiling = summary["drain"][size]["ceiling_records_per_second"]["lower"]
+            axes[0].hlines(ceiling, x - 0.5, x + 1.5, colors="grey", linestyles="dashed")
+    latency = summary["latency"]
+    for i, name in enumerate((OURS, MM2)):
+        positions = [x + (i - 0.5) * width for x in range(2)]
+        axes[3].bar(
+            positions, [latency[name]["p50_ms"], latency[name]["p99_ms"]], width, label=name
+        )
+    axes[3].set_xticks(range(2), ["p50", "p99"])
+    axes[3].set_title(
+        f"latency ms at {latency[OURS]['rate_records_per_second']:,} records/s (lower is better)",
+        fontsize=10,
+    )
+    axes[0].legend(fontsize=8)
+    figure.suptitle(
+        f"{summary['what']} (dashed: the brokers' ceiling)\n{summary['date']}, "
+        f"{summary['machine']}",
+        fontsize=10,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
