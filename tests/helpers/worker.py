@@ -48,6 +48,18 @@ def worker_config(
     return config
 
 
+def identity_pair(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, includes: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two workers' configurations of a pair mirroring both ways under identity naming,
+    A → B and B → A (two mirrors, as a user declares them)."""
+    naming = {"policy": "identity"}
+    forward = worker_config(kafka_a, kafka_b, includes, topicNaming=naming)
+    backward = worker_config(kafka_b, kafka_a, includes, topicNaming=naming)
+    backward["source"]["alias"], backward["target"]["alias"] = "B", "A"
+    return forward, backward
+
+
 class WorkerProcess(ChildProcess):
     """One worker process, as a pod would run it: command, config file, environment."""
 
@@ -190,11 +202,24 @@ def wait_until_mirrored(
 
     (Counting records on B is not enough: re-sent duplicates can make up for missing ones.)
     """
-    group = worker_group(config)
+    wait_until_settled([(kafka_a, config, [topic])], timeout)
+
+
+Mirror = tuple[KafkaCluster, dict[str, Any], list[str]]  # source cluster, configuration, topics
+
+
+def wait_until_settled(mirrors: list[Mirror], timeout: float = 180) -> None:
+    """Until each mirror's workers committed the end offsets of its topics on its source, all at
+    once: a pair mirroring both ways writes into its own sources, which grow until both have
+    caught up."""
 
     def caught_up() -> bool:
-        committed = group_offsets(kafka_a, group)
-        ends = end_offsets(kafka_a.bootstrap_servers, topic)
-        return all(committed.get((topic, p), -1) >= end for p, end in ends.items())
+        for source, config, topics in mirrors:
+            committed = group_offsets(source, worker_group(config))
+            for topic in topics:
+                ends = end_offsets(source.bootstrap_servers, topic)
+                if any(committed.get((topic, p), -1) < end for p, end in ends.items()):
+                    return False
+        return True
 
-    wait_for(caught_up, timeout, "the workers to commit the whole topic", every=1)
+    wait_for(caught_up, timeout, "the workers to commit the whole of their topics", every=1)

@@ -30,12 +30,11 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from kafka_mirror.kafka.formats import (
     HEARTBEATS_TOPIC,
     PROVENANCE_HEADER,
-    PROVENANCE_OFFSET,
     Heartbeat,
     Provenance,
     checkpoints_topic,
+    is_copy_from,
     offset_syncs_topic,
-    provenance_aliases,
 )
 from kafka_mirror.kafka.record_size import single_record_batch_bytes
 from kafka_mirror.topics import Selection
@@ -246,7 +245,6 @@ class MirrorWorker:
         # The hot path: one pass per record, attribute lookups hoisted out of the loop.
         identity = self.config.topic_naming.policy == "identity"
         flows, produce = self.flows, self.clients.producer.produce
-        pack_offset = PROVENANCE_OFFSET.pack
         cycles = self._cycles(messages) if identity else None
         last = len(messages) - 1
         for index, message in enumerate(messages):
@@ -262,12 +260,12 @@ class MirrorWorker:
             if cycles and index in cycles:
                 flow.skipped(offset)  # came from the target in the first place
                 continue
+            provenance = flow.pack_provenance(
+                flow.provenance_prefix, offset, flow.provenance_suffix
+            )
             # A new list: the message keeps its own (a record kept for the next round, when the
             # producer's queue is full, must not get the header twice).
-            headers = [
-                *cast(Headers, message.headers() or ()),
-                (PROVENANCE_HEADER, flow.provenance_prefix + pack_offset(offset)),
-            ]
+            headers = [*cast(Headers, message.headers() or ()), (PROVENANCE_HEADER, provenance)]
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
             size = (len(key) if key else 0) + (len(value) if value else 0)
@@ -327,13 +325,18 @@ class MirrorWorker:
                 flow.next_sync_point = offset + flow.emitter.max_lag + 1
 
     def _cycles(self, messages: list[Message]) -> set[int]:
-        """Indexes of the records that came from the target (identity naming: by header)."""
-        target = self.config.target.alias
+        """Indexes of the records that are copies of records of the topic they would be written
+        to (identity naming: by provenance header and topic ID)."""
+        target, remote_ids = self.config.target.alias, self.topics.remote_ids
         return {
             index
             for index, message in enumerate(messages)
             if message.error() is None
-            and target in provenance_aliases(cast(Headers, message.headers() or []))
+            and is_copy_from(
+                cast(Headers, message.headers() or []),
+                target,
+                remote_ids.get(message.topic() or ""),
+            )
         }
 
     def _consume_event(self, message: Message, error: KafkaError) -> None:
@@ -373,6 +376,8 @@ class MirrorWorker:
             self.sync_writer.queue,
             start,
             self.refused_flows.append,
+            # The topic's current incarnation: a topic created again is named by its new ID.
+            provenance_suffix=Provenance.suffix(self.topics.source_ids.get(topic)),
         )
         flow.size_watch = limit - SIZE_SLACK if limit else 2**62
         self.flows[(topic, partition)] = flow
