@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.processes import ChildProcess, free_port
-from tests.helpers.kafka import Record, end_offsets, unique
+from tests.helpers.kafka import Record, create_topics, end_offsets, unique
 
 StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture
 
@@ -46,18 +48,6 @@ def worker_config(
     }
     config.update(overrides)
     return config
-
-
-def identity_pair(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, includes: list[str]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The two workers' configurations of a pair mirroring both ways under identity naming,
-    A → B and B → A (two mirrors, as a user declares them)."""
-    naming = {"policy": "identity"}
-    forward = worker_config(kafka_a, kafka_b, includes, topicNaming=naming)
-    backward = worker_config(kafka_b, kafka_a, includes, topicNaming=naming)
-    backward["source"]["alias"], backward["target"]["alias"] = "B", "A"
-    return forward, backward
 
 
 class WorkerProcess(ChildProcess):
@@ -223,3 +213,40 @@ def wait_until_settled(mirrors: list[Mirror], timeout: float = 180) -> None:
         return True
 
     wait_for(caught_up, timeout, "the workers to commit the whole of their topics", every=1)
+
+
+@dataclass
+class IdentityPair:
+    """Clusters A and B mirroring `topic` both ways under identity naming (two mirrors, A → B
+    and B → A, so two workers), and `derived`, a topic of A's for the records an application
+    derives there, which A → B mirrors too."""
+
+    kafka_a: KafkaCluster
+    kafka_b: KafkaCluster
+    topic: str
+    derived: str
+    forward: dict[str, Any]
+    backward: dict[str, Any]
+    workers: list[WorkerProcess]
+
+    def wait_until_settled(self, timeout: float = 180) -> None:
+        topics = [self.topic, self.derived]
+        wait_until_settled(
+            [(self.kafka_a, self.forward, topics), (self.kafka_b, self.backward, topics)], timeout
+        )
+
+
+def start_identity_pair(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker, partitions: int
+) -> IdentityPair:
+    topic, derived = unique("identity"), unique("derived")
+    for cluster in (kafka_a, kafka_b):
+        create_topics(cluster.bootstrap_servers, [topic], partitions=partitions)
+    create_topics(kafka_a.bootstrap_servers, [derived], partitions=partitions)
+    includes = [re.escape(topic), re.escape(derived)]
+    naming = {"policy": "identity"}
+    forward = worker_config(kafka_a, kafka_b, includes, topicNaming=naming)
+    backward = worker_config(kafka_b, kafka_a, includes, topicNaming=naming)
+    backward["source"]["alias"], backward["target"]["alias"] = "B", "A"
+    workers = [start_worker(forward, "worker-a-to-b"), start_worker(backward, "worker-b-to-a")]
+    return IdentityPair(kafka_a, kafka_b, topic, derived, forward, backward, workers)

@@ -3,8 +3,9 @@ with an independent content check (every source record looked up on the target b
 headers and timestamp, read straight from Kafka: `tests/helpers/content.py`) and then our
 audit: partitions added to a busy topic, twice; records at every size limit, and one over the
 target's; the remote topic deleted on the target; the target down for three minutes; a target
-partition stalled (short of in-sync replicas) while the others flow. Each loses nothing, needs
-no worker restart, and re-sends at most what was in flight. The figures are printed as a table
+partition stalled (short of in-sync replicas) while the others flow; a pair mirroring both ways
+under identity naming with records derived from mirrored ones. Each loses nothing, needs no
+worker restart, and re-sends at most what was in flight. The figures are printed as a table
 (docs/reliability.md has a run's)."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pyspark.sql import SparkSession
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from tests.helpers.content import check_content
+from tests.helpers.derive import DerivingApp
 from tests.helpers.faults import Outcome, audited, ends, resend_bound, settle
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, unique
 from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE, TrafficGenerator, TrafficSpec
@@ -30,6 +32,7 @@ from tests.helpers.worker import (
     StartWorker,
     WorkerProcess,
     group_offsets,
+    start_identity_pair,
     wait_for,
     worker_config,
     worker_group,
@@ -446,3 +449,54 @@ def test_fan_in_of_two_sources_with_offset_syncs_on_the_target(
     assert all(worker.running() for worker in workers)
     fault = "fan-in A → B and C → B at 5,000 records/s each, offset syncs on B"
     outcomes.append(Outcome(fault, RATE * 20, 0, 0, 0, recovery))
+
+
+def test_identity_both_ways_with_records_derived_from_mirrored_ones(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    start_worker: StartWorker,
+    outcomes: list[Outcome],
+    tmp_path: Path,
+) -> None:
+    """A ↔ B under identity naming (`t` is `t` on both sides; two mirrors, so two workers) while
+    each side writes 5,000 records/s to its `t` and an application on A derives a record from
+    each of B's records mirrored into A's `t`, headers copied (as Kafka Streams copies them),
+    into A's `u`. Every record reaches the other side once, the derived ones included, and
+    nothing goes back where it came from. (Our audit is not run: it counts the copies a worker
+    skips on purpose as missing.)"""
+    pair = start_identity_pair(kafka_a, kafka_b, start_worker, partitions=4)
+    t, u = pair.topic, pair.derived
+    count = RATE * 10
+    generators = [
+        traffic(side, t, tmp_path, f"traffic-{side.alias}", rate=RATE // 2, count=count)
+        for side in (kafka_a, kafka_b)
+    ]
+    app = DerivingApp(kafka_a.bootstrap_servers, t, u, expected=count)
+    app.start()
+    for generator in generators:
+        stats = generator.finish()
+        assert stats.failed == 0, stats.errors
+    derived = app.finish()
+    ended = time.monotonic()
+    pair.wait_until_settled()
+    recovery = time.monotonic() - ended
+
+    a, b = kafka_a.bootstrap_servers, kafka_b.bootstrap_servers
+    checks = {  # a record mirrored back into its own topic counts as unexpected
+        "A's records on B": check_content(a, b, {t: t}, local_only=True),
+        "B's records on A": check_content(b, a, {t: t}, local_only=True),
+        "derived records on B": check_content(a, b, {u: u}),
+    }
+    for what, report in checks.items():
+        print(f"identity A ↔ B, {what}: {report}")
+        assert report.lossless and report.duplicates == 0, (what, report)
+    assert [report.source_records for report in checks.values()] == [count, count, derived]
+    # B's copies of the derived records are copies of A's `u`: none came back.
+    assert sum(end_offsets(a, u).values()) == derived
+    for worker in pair.workers:
+        assert worker.running(), f"{worker.name} exited:\n{worker.log()[-3000:]}"
+        assert worker.metric("kafka_mirror_errors_total", kind="producer replaced") == 0
+    fault = "identity A ↔ B, 5,000 records/s each way, records derived on A from B's copies"
+    missing = sum(report.missing for report in checks.values())
+    duplicates = sum(report.duplicates for report in checks.values())
+    outcomes.append(Outcome(fault, 2 * count + derived, missing, duplicates, 0, recovery))

@@ -28,10 +28,9 @@ from tests.helpers.worker import (
     StartWorker,
     commit_group,
     group_offsets,
-    identity_pair,
     read_partition,
+    start_identity_pair,
     wait_for,
-    wait_until_settled,
     worker_config,
     worker_group,
 )
@@ -183,18 +182,14 @@ def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
     """A ↔ B, `t` mirrored as `t` both ways; an application on A derives a record from each of
     B's records mirrored into A's `t` and writes it to A's `u`, headers copied. Each side's
     records reach the other once; the derived records reach B's `u`; nothing goes back."""
-    t, u = unique("both"), unique("derived")
-    for cluster in (kafka_a, kafka_b):
-        create_topics(cluster.bootstrap_servers, [t], partitions=2)
-    create_topics(kafka_a.bootstrap_servers, [u], partitions=2)
-    forward, backward = identity_pair(kafka_a, kafka_b, [re.escape(t), re.escape(u)])
-    workers = [start_worker(forward, "a-to-b"), start_worker(backward, "b-to-a")]
+    pair = start_identity_pair(kafka_a, kafka_b, start_worker, partitions=2)
+    t, u = pair.topic, pair.derived
     produce(kafka_a.bootstrap_servers, t, records(100, partitions=2))
     produce(kafka_b.bootstrap_servers, t, records(150, partitions=2))
     app = DerivingApp(kafka_a.bootstrap_servers, t, u, expected=150)
     app.start()
     assert app.finish(timeout=120) == 150
-    wait_until_settled([(kafka_a, forward, [t, u]), (kafka_b, backward, [t, u])], 120)
+    pair.wait_until_settled(120)
 
     def count(cluster: KafkaCluster, topic: str) -> int:
         return sum(end_offsets(cluster, topic).values())
@@ -211,7 +206,7 @@ def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
         (("B", b_t), ("A", a_u))
     }
     assert b_u is not None and b_u != b_t
-    assert all(worker.running() for worker in workers)
+    assert all(worker.running() for worker in pair.workers)
 
 
 def test_a_topic_created_again_on_the_source_is_named_by_its_new_id(
