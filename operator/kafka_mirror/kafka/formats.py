@@ -210,24 +210,20 @@ def is_copy_from(headers: Sequence[Header], alias: str, topic_id: bytes | None) 
     nothing.
     """
     # Compared as bytes rather than decoded (the test runs on every record under identity
-    # naming): after the alias, any 12 bytes decode as partition and offset, then the
-    # header ends or holds a topic ID.
-    named = _alias_field(alias)
-    without_id = len(named) + PROVENANCE_FIELDS_BYTES
+    # naming): after the alias, any 12 bytes decode as partition and offset, then the header
+    # ends or holds a topic ID.
     for name, value in headers:
-        if (
-            name == PROVENANCE_HEADER
-            and isinstance(value, bytes)
-            and value.startswith(named)
-            and (
-                len(value) == without_id
+        if name == PROVENANCE_HEADER and isinstance(value, bytes):
+            named = _alias_field(alias)
+            after_offset = len(value) - len(named) - PROVENANCE_FIELDS_BYTES
+            if value.startswith(named) and (
+                after_offset == 0
                 or (
-                    len(value) == without_id + TOPIC_ID_BYTES
+                    after_offset == TOPIC_ID_BYTES
                     and (topic_id is None or value.endswith(topic_id))
                 )
-            )
-        ):
-            return True
+            ):
+                return True
     return False
 
 
