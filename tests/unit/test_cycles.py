@@ -2,19 +2,27 @@
 of the topic it would be written to (a provenance header names the target and that topic's
 ID); a record an application derived from such a copy, its headers copied, is new data and is
 mirrored. Then the worker with it: what it skips and what it mirrors, and that a partition
-whose batches end in skipped records settles (committed to its end, nothing waiting)."""
+whose batches end in skipped records settles (committed to its end, nothing waiting); and the
+topic refresh, which mirrors a topic once the topic IDs the rule needs are known."""
 
 from __future__ import annotations
 
+import logging
 import random
 import struct
 from collections.abc import Callable
 from contextlib import suppress
+from typing import cast
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance, is_copy_from
+from kafka_mirror.topics import TopicPlan
+from kafka_mirror.worker.clients import Clients
+from kafka_mirror.worker.metrics import WorkerMetrics
+from kafka_mirror.worker.topic_sync import TopicSync
 from tests.unit.test_commit_model import TOPIC, FakeClients, Source, Target, fake_worker
 
 # Topic IDs: of `t` on A, of `t` on B (the remote topic of A's `t`), of another topic on B.
@@ -177,3 +185,27 @@ def test_the_identity_worker_skips_copies_mirrors_the_rest_and_settles(
     assert all(flow.settled() and flow.waiting_since is None for flow in worker.flows.values())
     assert worker.producer_failure is None
     assert not worker.delivery_watch.stalled(None, now=10**9)
+
+
+# --- the topic refresh --------------------------------------------------------------------
+
+
+def test_a_topic_is_mirrored_once_the_ids_it_needs_are_known(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sync = TopicSync(cast(Clients, None), WorkerMetrics(), lambda *_: None, ("syncs", "checks"))
+    plan = TopicPlan({"t": "t", "u": "u"}, [])
+    a_u = b"\xa2" * 16
+    # Identity naming needs both: `u`'s remote topic was just created, and the broker asked
+    # did not know it yet.
+    assert sync._keep_ids(plan, {"t": A_T, "u": a_u}, {"t": B_T}, identity=True) == {"u"}
+    assert sync._keep_ids(plan, {"t": A_T, "u": a_u}, {"t": B_T, "u": B_U}, identity=True) == set()
+    assert (sync.source_ids, sync.remote_ids) == ({"t": A_T, "u": a_u}, {"t": B_T, "u": B_U})
+    # `t` deleted and created again on the source: new flows name the new ID.
+    with caplog.at_level(logging.INFO):
+        sync._keep_ids(plan, {"t": b"\xa9" * 16, "u": a_u}, {"t": B_T, "u": B_U}, identity=True)
+    assert "the source topic t was deleted and created again" in caplog.text
+    assert sync.source_ids["t"] == b"\xa9" * 16
+    # Other namings need the source's ID alone (the header names it); a cluster that gives
+    # its topics no ID has it known as None.
+    assert sync._keep_ids(plan, {"t": None}, {}, identity=False) == {"u"}
