@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.processes import ChildProcess, free_port
-from tests.helpers.kafka import Record, end_offsets, unique
+from tests.helpers.kafka import Record, create_topics, end_offsets, unique
 
 StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture
 
@@ -190,11 +192,61 @@ def wait_until_mirrored(
 
     (Counting records on B is not enough: re-sent duplicates can make up for missing ones.)
     """
-    group = worker_group(config)
+    wait_until_settled([(kafka_a, config, [topic])], timeout)
+
+
+Mirror = tuple[KafkaCluster, dict[str, Any], list[str]]  # source cluster, configuration, topics
+
+
+def wait_until_settled(mirrors: list[Mirror], timeout: float = 180) -> None:
+    """Until each mirror's workers committed the end offsets of its topics on its source, all at
+    once: a pair mirroring both ways writes into its own sources, which grow until both have
+    caught up."""
 
     def caught_up() -> bool:
-        committed = group_offsets(kafka_a, group)
-        ends = end_offsets(kafka_a.bootstrap_servers, topic)
-        return all(committed.get((topic, p), -1) >= end for p, end in ends.items())
+        for source, config, topics in mirrors:
+            committed = group_offsets(source, worker_group(config))
+            for topic in topics:
+                ends = end_offsets(source.bootstrap_servers, topic)
+                if any(committed.get((topic, p), -1) < end for p, end in ends.items()):
+                    return False
+        return True
 
-    wait_for(caught_up, timeout, "the workers to commit the whole topic", every=1)
+    wait_for(caught_up, timeout, "the workers to commit the whole of their topics", every=1)
+
+
+@dataclass
+class IdentityPair:
+    """Clusters A and B mirroring `topic` both ways under identity naming (two mirrors, A → B
+    and B → A, so two workers), and `derived`, a topic of A's for the records an application
+    derives there, which A → B mirrors too."""
+
+    kafka_a: KafkaCluster
+    kafka_b: KafkaCluster
+    topic: str
+    derived: str
+    forward: dict[str, Any]
+    backward: dict[str, Any]
+    workers: list[WorkerProcess]
+
+    def wait_until_settled(self, timeout: float = 180) -> None:
+        topics = [self.topic, self.derived]
+        wait_until_settled(
+            [(self.kafka_a, self.forward, topics), (self.kafka_b, self.backward, topics)], timeout
+        )
+
+
+def start_identity_pair(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker, partitions: int
+) -> IdentityPair:
+    topic, derived = unique("identity"), unique("derived")
+    for cluster in (kafka_a, kafka_b):
+        create_topics(cluster.bootstrap_servers, [topic], partitions=partitions)
+    create_topics(kafka_a.bootstrap_servers, [derived], partitions=partitions)
+    includes = [re.escape(topic), re.escape(derived)]
+    naming = {"policy": "identity"}
+    forward = worker_config(kafka_a, kafka_b, includes, topicNaming=naming)
+    backward = worker_config(kafka_b, kafka_a, includes, topicNaming=naming)
+    backward["source"]["alias"], backward["target"]["alias"] = "B", "A"
+    workers = [start_worker(forward, "worker-a-to-b"), start_worker(backward, "worker-b-to-a")]
+    return IdentityPair(kafka_a, kafka_b, topic, derived, forward, backward, workers)

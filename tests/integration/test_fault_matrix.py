@@ -3,8 +3,8 @@ with an independent content check (every source record looked up on the target b
 headers and timestamp, read straight from Kafka: `tests/helpers/content.py`) and then our
 audit: partitions added to a busy topic, twice; records at every size limit, and one over the
 target's; the remote topic deleted on the target; the target down for three minutes; a target
-partition stalled (short of in-sync replicas) while the others flow. Each loses nothing, needs
-no worker restart, and re-sends at most what was in flight. The figures are printed as a table
+partition stalled (short of in-sync replicas) while the others flow. Each loses nothing, needs no
+worker restart, and re-sends at most what was in flight. The figures are printed as a table
 (docs/reliability.md has a run's)."""
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from confluent_kafka import Consumer
 
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, KafkaCluster
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from kafka_mirror.worker import remote_topics
 from tests.helpers.content import check_content
+from tests.helpers.derive import DerivingApp
 from tests.helpers.kafka import (
     Record,
     admin_for,
@@ -28,6 +30,7 @@ from tests.helpers.worker import (
     commit_group,
     group_offsets,
     read_partition,
+    start_identity_pair,
     wait_for,
     wait_until_mirrored,
     worker_config,
@@ -157,6 +160,81 @@ def test_new_topics_and_selection_changes_apply_live(
     committed = group_offsets(kafka_a, worker_group(config))
     assert committed[(late, 0)] == end_offsets(kafka_a, late)[0]
     assert "leaving the group" in worker.log()
+
+
+# --- identity naming: both ways, and topic incarnations --------------------------------------
+
+
+def topic_id(cluster: KafkaCluster, topic: str) -> bytes | None:
+    return remote_topics.topic_ids(admin_for(cluster.bootstrap_servers), [topic])[topic]
+
+
+def provenances(cluster: KafkaCluster, topic: str) -> list[list[Provenance]]:
+    """Each record's provenance headers, oldest hop first."""
+    return [
+        [Provenance.decode(v) for k, v in r.headers if k == PROVENANCE_HEADER and v is not None]
+        for p in end_offsets(cluster, topic)
+        for r in read_partition(cluster, topic, p, 0)
+    ]
+
+
+def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    """A ↔ B, `t` mirrored as `t` both ways; an application on A derives a record from each of
+    B's records mirrored into A's `t` and writes it to A's `u`, headers copied. Each side's
+    records reach the other once; the derived records reach B's `u`; nothing goes back."""
+    pair = start_identity_pair(kafka_a, kafka_b, start_worker, partitions=2)
+    t, u = pair.topic, pair.derived
+    produce(kafka_a.bootstrap_servers, t, records(100, partitions=2))
+    produce(kafka_b.bootstrap_servers, t, records(150, partitions=2))
+    app = DerivingApp(kafka_a.bootstrap_servers, t, u, expected=150)
+    app.start()
+    assert app.finish(timeout=120) == 150
+    pair.wait_until_settled(120)
+
+    def count(cluster: KafkaCluster, topic: str) -> int:
+        return sum(end_offsets(cluster, topic).values())
+
+    assert (count(kafka_a, t), count(kafka_b, t)) == (250, 250)  # each record once, no echo
+    assert (count(kafka_a, u), count(kafka_b, u)) == (150, 150)  # none of B's copies came back
+    a_t, b_t, a_u, b_u = (
+        topic_id(c, n) for c, n in ((kafka_a, t), (kafka_b, t), (kafka_a, u), (kafka_b, u))
+    )
+    on_b = sorted((p.alias, p.topic_id) for hops in provenances(kafka_b, t) for p in hops)
+    assert on_b == [("A", a_t)] * 100  # B's own records carry no header
+    # On B's `u`: the hop copied from the record it was derived from, then A → B's own.
+    assert {tuple((p.alias, p.topic_id) for p in hops) for hops in provenances(kafka_b, u)} == {
+        (("B", b_t), ("A", a_u))
+    }
+    assert b_u is not None and b_u != b_t
+    assert all(worker.running() for worker in pair.workers)
+
+
+def test_a_topic_created_again_on_the_source_is_named_by_its_new_id(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+) -> None:
+    topic = unique("again")
+    create_topics(kafka_a.bootstrap_servers, [topic])
+    produce(kafka_a.bootstrap_servers, topic, records(10, partitions=1))
+    worker = start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
+    first = topic_id(kafka_a, topic)
+    consume(kafka_b.bootstrap_servers, f"{topic}.A", 10)
+
+    admin_for(kafka_a.bootstrap_servers).delete_topics([topic])[topic].result(timeout=10)
+    wait_for(
+        lambda: worker.metric("kafka_mirror_active_topic", topic=topic) == 0,
+        30,
+        "the worker to stop mirroring the deleted topic",
+    )
+    create_topics(kafka_a.bootstrap_servers, [topic])
+    produce(kafka_a.bootstrap_servers, topic, records(5, partitions=1))
+    second = topic_id(kafka_a, topic)
+    wait_for(lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) == 15, 60, "the new records")
+    ids = [hops[-1].topic_id for hops in provenances(kafka_b, f"{topic}.A")]
+    assert first is not None and second is not None and first != second
+    assert ids == [first] * 10 + [second] * 5  # a topic re-created appends to its remote topic
+    assert worker.running()
 
 
 # --- offsets -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ of its partition (the gapless guarantee) and a failed producer loses what it hel
 from __future__ import annotations
 
 import random
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,10 +70,12 @@ class Message:
 
 @dataclass
 class Source:
-    """Each partition's log: True for a record, False for a transaction marker."""
+    """Each partition's log: True for a record, False for a transaction marker; the headers of
+    the records that have any, by (partition, offset)."""
 
     logs: list[list[bool]] = field(default_factory=lambda: [[] for _ in range(PARTITIONS)])
     committed: dict[int, int] = field(default_factory=dict)
+    headers: dict[tuple[int, int], list[tuple[str, bytes]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,7 +110,8 @@ class FakeConsumer:
                 self.position[p] += 1  # ahead of the loop, as librdkafka's position is
                 self.eof_sent.discard(p)
                 if log[offset]:
-                    batch.append(Message(TOPIC, p, offset))
+                    headers = list(self.source.headers.get((p, offset), []))
+                    batch.append(Message(TOPIC, p, offset, headers_=headers))
             if self.position[p] == len(log) and p not in self.eof_sent and len(batch) < wanted:
                 self.eof_sent.add(p)
                 eof = KafkaError(KafkaError._PARTITION_EOF)
@@ -155,19 +159,20 @@ class FakeConsumer:
 class FakeProducer:
     """In-order, gapless; a failed producer loses what it held and refuses everything."""
 
-    def __init__(self, target: Target, capacity: int) -> None:
-        self.target, self.capacity = target, capacity
+    def __init__(self, target: Target, capacity: int, remote: str = REMOTE) -> None:
+        self.target, self.capacity, self.remote = target, capacity, remote
         self.queue: list[tuple[int, int, Callback | None]] = []  # partition, upstream, callback
         self.reports: list[tuple[Callback, KafkaError | None, int]] = []
         self.failed = False
         self.refuse_next: int | None = None
         self.unknown: set[int] = set()  # partitions refused until the metadata is refreshed
         self.downstream = 0
+        self.sent: dict[tuple[int, int], list[tuple[str, bytes]]] = {}  # headers, as queued
 
     def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
         if self.failed:
             raise KafkaException(KafkaError(KafkaError._FATAL))
-        if topic != REMOTE:
+        if topic != self.remote:
             return  # offset syncs, heartbeats
         _value, _key, partition, callback, _, _timestamp, headers = args
         if partition in self.unknown:
@@ -177,8 +182,11 @@ class FakeProducer:
             raise KafkaException(KafkaError(code))
         if len(self.queue) >= self.capacity:
             raise BufferError("queue full")
-        assert [name for name, _ in headers].count(PROVENANCE_HEADER) == 1, headers
-        upstream = Provenance.decode(headers[-1][1]).offset
+        # Ours, last, once (the record's own headers may hold an earlier hop's).
+        name, ours = headers[-1]
+        assert name == PROVENANCE_HEADER and [v for _, v in headers].count(ours) == 1, headers
+        upstream = Provenance.decode(ours).offset
+        self.sent[(partition, upstream)] = headers
         self.queue.append((partition, upstream, callback))
 
     def deliver(self, count: int) -> None:
@@ -235,22 +243,49 @@ class FakeAdmin:
 
 
 class FakeClients:
-    def __init__(self, source: Source, target: Target, rng: random.Random, capacity: int) -> None:
+    def __init__(
+        self,
+        source: Source,
+        target: Target,
+        rng: random.Random,
+        capacity: int,
+        remote: str = REMOTE,
+    ) -> None:
         self.consumer = FakeConsumer(source, rng)
-        self.target, self.capacity = target, capacity
-        self.producer = FakeProducer(target, capacity)
+        self.target, self.capacity, self.remote = target, capacity, remote
+        self.producer = FakeProducer(target, capacity, remote)
         self.syncs_producer = self.producer
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
         self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
 
     def renew_producer(self) -> FakeProducer:
-        old, self.producer = self.producer, FakeProducer(self.target, self.capacity)
+        old, self.producer = self.producer, FakeProducer(self.target, self.capacity, self.remote)
         self.syncs_producer = self.producer
         return old
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def fake_worker(clients: FakeClients, **settings: Any) -> MirrorWorker:
+    """A worker from A to B on `clients`, mirroring TOPIC to `clients.remote`, every partition
+    assigned; `settings` add to (or replace) its configuration file's."""
+    path = Path(tempfile.mkdtemp()) / "worker.yaml"
+    config = {
+        "mirror": "model/m",
+        "source": {"alias": "A", "bootstrapServers": "a:9092"},
+        "target": {"alias": "B", "bootstrapServers": "b:9092"},
+        "selections": [{"includes": [TOPIC]}],
+        **settings,
+    }
+    path.write_text(yaml.safe_dump(config))
+    worker = MirrorWorker(path, WorkerMetrics(), lambda *_args: clients)  # type: ignore[arg-type]
+    worker.topics.plan = TopicPlan({TOPIC: clients.remote}, [])
+    worker.topics.remote_partitions = {clients.remote: PARTITIONS}
+    worker._subscribe([TOPIC])
+    clients.consumer.assign(list(range(PARTITIONS)))
+    return worker
 
 
 class CommitModel(RuleBasedStateMachine):
@@ -265,27 +300,8 @@ class CommitModel(RuleBasedStateMachine):
         self.start_worker()
 
     def start_worker(self) -> None:
-        import tempfile
-
-        path = Path(tempfile.mkdtemp()) / "worker.yaml"
-        config = {
-            "mirror": "model/m",
-            "source": {"alias": "A", "bootstrapServers": "a:9092"},
-            "target": {"alias": "B", "bootstrapServers": "b:9092"},
-            "offsetSyncs": {"location": "target", "maxLag": 3},
-            "selections": [{"includes": [TOPIC]}],
-        }
-        path.write_text(yaml.safe_dump(config))
-
-        def clients(*_args: Any) -> FakeClients:
-            return FakeClients(self.source, self.target, self.rng, self.capacity)
-
-        self.worker = MirrorWorker(path, WorkerMetrics(), clients)  # type: ignore[arg-type]
-        self.clients: FakeClients = self.worker.clients  # type: ignore[assignment]
-        self.worker.topics.plan = TopicPlan({TOPIC: REMOTE}, [])
-        self.worker.topics.remote_partitions = {REMOTE: PARTITIONS}
-        self.worker._subscribe([TOPIC])
-        self.clients.consumer.assign(list(range(PARTITIONS)))
+        self.clients = FakeClients(self.source, self.target, self.rng, self.capacity)
+        self.worker = fake_worker(self.clients, offsetSyncs={"location": "target", "maxLag": 3})
 
     # --- the world ------------------------------------------------------------------------
 

@@ -114,7 +114,9 @@ def target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
         endingOffsets="latest",
         includeHeaders="true",
     )
-    # The newest provenance header is this hop's: STRING alias, INT32 partition, INT64 offset.
+    # The newest provenance header is this hop's: STRING alias, INT32 partition, INT64 offset,
+    # then (from workers that write it) the source topic's 16-byte ID, not read here: the
+    # fields above sit at the same places in both forms.
     header = F.element_at(
         F.filter("headers", lambda h: h["key"] == PROVENANCE_HEADER), -1
     ).getField("value")

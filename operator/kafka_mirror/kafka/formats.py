@@ -8,13 +8,17 @@ names are MirrorMaker 2's, so `MirrorClient` and `RemoteClusterUtils` read what 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 HEARTBEATS_TOPIC = "heartbeats"
 PROVENANCE_HEADER = "kmirror.src"
-PROVENANCE_OFFSET = struct.Struct(">q")
+TOPIC_ID_BYTES = 16  # a Kafka topic ID (a UUID), as Kafka writes it: two big-endian INT64
+PROVENANCE_FIELDS_BYTES = 12  # after the alias: INT32 partition, INT64 offset
+
+Header = tuple[str, str | bytes | None]
 
 SyncsLocation = Literal["source", "target"]  # the cluster holding the offset-syncs topic
 
@@ -125,49 +129,104 @@ class Heartbeat:
         return cls(source, target, v.take(">q"))
 
 
+Packer = Callable[[bytes, int, bytes], bytes]
+
+
+def provenance_packer(prefix_length: int, suffix_length: int) -> Packer:
+    """The provenance header's encoder, `pack(prefix, offset, suffix)`: one C call per record,
+    where the prefix (alias, partition) and the suffix (the topic ID, or nothing) are the same
+    for every record of a partition and are encoded once (`Provenance.prefix`, `.suffix`)."""
+    return struct.Struct(f">{prefix_length}sq{suffix_length}s").pack
+
+
 @dataclass(frozen=True)
 class Provenance:
-    """Where a mirrored record came from: the header our worker adds to every record."""
+    """Where a mirrored record came from: the header our worker adds to every record.
+
+    STRING alias, INT32 partition, INT64 offset, then the source topic's ID (16 bytes): the
+    topic's incarnation, new when a topic is deleted and created again. Headers written before
+    the ID was added end at the offset and decode with `topic_id` None; a reader of the first
+    three fields alone (an older worker, the audit) reads both forms.
+    """
 
     alias: str
     partition: int
     offset: int
+    topic_id: bytes | None = None
 
     def encode(self) -> bytes:
-        return self.prefix(self.alias, self.partition) + PROVENANCE_OFFSET.pack(self.offset)
+        prefix, suffix = self.prefix(self.alias, self.partition), self.suffix(self.topic_id)
+        return provenance_packer(len(prefix), len(suffix))(prefix, self.offset, suffix)
 
     @staticmethod
     def prefix(alias: str, partition: int) -> bytes:
-        """The encoding up to the offset, the same for every record of a partition: the hot
-        path appends `PROVENANCE_OFFSET.pack(offset)` to it."""
+        """The encoding before the offset."""
         return _string(alias) + struct.pack(">i", partition)
+
+    @staticmethod
+    def suffix(topic_id: bytes | None) -> bytes:
+        """The encoding after the offset: the topic ID, or nothing where none is known."""
+        if topic_id is not None and len(topic_id) != TOPIC_ID_BYTES:
+            raise ValueError(f"a topic ID is {TOPIC_ID_BYTES} bytes, not {len(topic_id)}")
+        return topic_id or b""
 
     @classmethod
     def decode(cls, data: bytes) -> Provenance:
         reader = _Reader(data)
-        return cls(reader.string(), reader.take(">i"), reader.take(">q"))
+        alias, partition, offset = reader.string(), reader.take(">i"), reader.take(">q")
+        rest = data[reader.position :]
+        if len(rest) not in (0, TOPIC_ID_BYTES):
+            raise ValueError(f"{len(rest)} bytes after the offset: not a topic ID")
+        return cls(alias, partition, offset, rest or None)
 
 
-def newest_provenance(headers: Sequence[tuple[str, str | bytes | None]]) -> Provenance | None:
+def _decoded(value: str | bytes | None) -> Provenance | None:
+    """A provenance header's value decoded; None for one of our name that is not ours (an
+    application's, malformed): it names no cluster."""
+    if not isinstance(value, bytes):
+        return None
+    try:
+        return Provenance.decode(value)
+    except (struct.error, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def newest_provenance(headers: Sequence[Header]) -> Provenance | None:
     """This hop's provenance: a record mirrored again carries one header per hop, oldest first."""
     for key, value in reversed(headers):
         if key == PROVENANCE_HEADER and isinstance(value, bytes):
-            try:
-                return Provenance.decode(value)
-            except (struct.error, ValueError):
-                return None  # not ours: the target cannot show where the record came from
+            return _decoded(value)
     return None
 
 
-def provenance_aliases(headers: Sequence[tuple[str, str | bytes | None]]) -> list[str]:
-    """Every cluster a record has been mirrored from, oldest hop first. A header of our name
-    that is not ours (an application's, malformed) names none: the record is mirrored."""
-    aliases = []
+def is_copy_from(headers: Sequence[Header], alias: str, topic_id: bytes | None) -> bool:
+    """Whether a record is a mirror's copy of a record of the topic with ID `topic_id` on the
+    cluster `alias`: one of its provenance headers (one per hop) names both.
+
+    A record an application derived from such a copy, its headers copied (as Kafka Streams
+    does), names the cluster too but another topic: it is new data, not a copy. A header
+    written before topic IDs were added, or `topic_id` None (a cluster that gives its topics
+    none), is matched by the alias alone. A header of our name that does not decode names
+    nothing.
+    """
+    # Compared as bytes rather than decoded (the test runs on every record under identity
+    # naming): after the alias, any 12 bytes decode as partition and offset, then the header
+    # ends or holds a topic ID.
     for name, value in headers:
-        if name != PROVENANCE_HEADER or not isinstance(value, bytes):
-            continue
-        try:
-            aliases.append(Provenance.decode(value).alias)
-        except (struct.error, ValueError):  # UnicodeDecodeError is a ValueError
-            continue
-    return aliases
+        if name == PROVENANCE_HEADER and isinstance(value, bytes):
+            named = _alias_field(alias)
+            after_offset = len(value) - len(named) - PROVENANCE_FIELDS_BYTES
+            if value.startswith(named) and (
+                after_offset == 0
+                or (
+                    after_offset == TOPIC_ID_BYTES
+                    and (topic_id is None or value.endswith(topic_id))
+                )
+            ):
+                return True
+    return False
+
+
+@cache
+def _alias_field(alias: str) -> bytes:
+    return _string(alias)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 
-from kafka_mirror.kafka.formats import OffsetSync
+from kafka_mirror.kafka.formats import OffsetSync, provenance_packer
 from kafka_mirror.worker.offsets import SyncEmitter
 
 LATENCY_SAMPLE_SECONDS = 0.01  # at most 100 latency samples a second per partition
@@ -62,11 +62,12 @@ class PartitionFlow:
     topic: str
     partition: int
     remote: str
-    provenance_prefix: bytes
+    provenance_prefix: bytes  # the provenance header before the offset: alias, partition
     emitter: SyncEmitter
     publish_sync: Callable[[OffsetSync, bool], None]  # (sync, due now rather than delayed)
     start: int
     on_refused: Callable[[PartitionFlow], None] | None = None  # told once, at the first refusal
+    provenance_suffix: bytes = b""  # after the offset: the source topic's ID (none: not known)
     in_flight: deque[tuple[int, int, int, int]] = field(default_factory=deque)
     unreported_records: int = 0
     unreported_bytes: int = 0
@@ -87,6 +88,9 @@ class PartitionFlow:
     def __post_init__(self) -> None:
         self.next_upstream = self.acknowledged = self.start
         self.on_delivery = self.delivered  # bound once, not once per record
+        self.pack_provenance = provenance_packer(
+            len(self.provenance_prefix), len(self.provenance_suffix)
+        )
 
     def settled(self) -> bool:
         """Nothing queued for the target is waiting for its acknowledgement."""

@@ -29,9 +29,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_mirror.kafka.formats import (
     PROVENANCE_HEADER,
-    PROVENANCE_OFFSET,
+    is_copy_from,
     offset_syncs_topic,
-    provenance_aliases,
 )
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.config import WorkerConfig, load
@@ -205,7 +204,6 @@ class MirrorWorker:
         identity = self.config.topic_naming.policy == "identity"
         partitions = self.partitions
         flows, produce = partitions.flows, self.clients.producer.produce
-        pack_offset = PROVENANCE_OFFSET.pack
         cycles = self._cycles(messages) if identity else None
         last = len(messages) - 1
         for index, message in enumerate(messages):
@@ -221,12 +219,12 @@ class MirrorWorker:
             if cycles and index in cycles:
                 flow.skipped(offset)  # came from the target in the first place
                 continue
+            provenance = flow.pack_provenance(
+                flow.provenance_prefix, offset, flow.provenance_suffix
+            )
             # A new list: the message keeps its own (a record kept for the next round, when the
             # producer's queue is full, must not get the header twice).
-            headers = [
-                *cast(Headers, message.headers() or ()),
-                (PROVENANCE_HEADER, flow.provenance_prefix + pack_offset(offset)),
-            ]
+            headers = [*cast(Headers, message.headers() or ()), (PROVENANCE_HEADER, provenance)]
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
             size = (len(key) if key else 0) + (len(value) if value else 0)
@@ -286,13 +284,18 @@ class MirrorWorker:
                 flow.next_sync_point = offset + flow.emitter.max_lag + 1
 
     def _cycles(self, messages: list[Message]) -> set[int]:
-        """Indexes of the records that came from the target (identity naming: by header)."""
-        target = self.config.target.alias
+        """Indexes of the records that are copies of records of the topic they would be written
+        to (identity naming: by provenance header and topic ID)."""
+        target, remote_ids = self.config.target.alias, self.topics.remote_ids
         return {
             index
             for index, message in enumerate(messages)
             if message.error() is None
-            and target in provenance_aliases(cast(Headers, message.headers() or []))
+            and is_copy_from(
+                cast(Headers, message.headers() or []),
+                target,
+                remote_ids.get(message.topic() or ""),
+            )
         }
 
     def _consume_event(self, message: Message, error: KafkaError) -> None:

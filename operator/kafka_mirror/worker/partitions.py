@@ -87,6 +87,8 @@ class Partitions:
             self.publish_sync,
             start,
             self.refused.append,
+            # The topic's current incarnation: a topic created again is named by its new ID.
+            provenance_suffix=Provenance.suffix(self.topics.source_ids.get(topic)),
         )
         flow.size_watch = limit - SIZE_SLACK if limit else 2**62
         self.flows[(topic, partition)] = flow

@@ -6,11 +6,12 @@ Internal topics (checkpoints, offset syncs, heartbeats) are created here too.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, Uuid
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -49,6 +50,33 @@ def partition_counts(admin: AdminClient, topics: Iterable[str] | None = None) ->
         for name, topic in metadata.topics.items()
         if topic.error is None and (wanted is None or name in wanted)
     }
+
+
+def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, bytes | None]:
+    """Each topic's ID, its incarnation (a topic deleted and created again gets a new one), as
+    the 16 bytes Kafka writes; None where the cluster gives topics no ID (before Kafka 2.8). A
+    topic the cluster does not know (deleted since it was listed, or created so recently that
+    the broker asked has not heard of it yet) is left out; any other failure raises."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=ADMIN_TIMEOUT)
+    ids: dict[str, bytes | None] = {}
+    for name, future in futures.items():
+        try:
+            ids[name] = id_bytes(future.result(timeout=ADMIN_TIMEOUT).topic_id)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+    return ids
+
+
+def id_bytes(topic_id: Uuid) -> bytes | None:
+    """A topic ID as Kafka serializes it (most significant INT64 first); None for Kafka's
+    zero ID, which means none."""
+    halves = cast(Any, topic_id)  # confluent-kafka's stub (2.16) lacks its two accessors
+    high, low = halves.get_most_significant_bits(), halves.get_least_significant_bits()
+    return struct.pack(">qq", high, low) if high or low else None
 
 
 def _wait(

@@ -2,7 +2,13 @@
 MirrorSourceConnector duties): the selection applied to the source's topics, remote topics
 created and grown with their source, configs copied, the internal topics created, and each
 remote topic's record size limit read so that the worker can refuse a record the target
-cannot take before it reaches the producer."""
+cannot take before it reaches the producer.
+
+Topic IDs are read here too, on every refresh: each source topic's (its records' provenance
+headers name it, so a copy can be told from a record derived from it) and, under identity
+naming, each remote topic's (the cycle test compares the headers with it). A topic is mirrored
+only once the IDs it needs are known: a record read before would be named or judged wrongly.
+"""
 
 from __future__ import annotations
 
@@ -34,8 +40,13 @@ class TopicSync:
         self.plan = TopicPlan({}, [])
         self.remote_partitions: dict[str, int] = {}
         self.max_record_bytes: dict[str, int] = {}  # remote topic → its max.message.bytes
+        # Topic IDs (None: the cluster gives none): source topic → its own, and (identity
+        # naming only) source topic → its remote topic's on the target.
+        self.source_ids: dict[str, bytes | None] = {}
+        self.remote_ids: dict[str, bytes | None] = {}
         self.internal_topics_ready = False
         self._last_problems: list[str] = []
+        self._last_unnamed: set[str] = set()
 
     def refresh(self, config: WorkerConfig) -> TopicPlan:
         """List the source's topics, apply the selections, create or grow the remote topics."""
@@ -45,15 +56,18 @@ class TopicSync:
             for problem in problems:
                 log.error("ignoring %s", problem)
             self._last_problems = problems
+        source = self.clients.source_admin
         try:
-            source_counts = remote_topics.partition_counts(self.clients.source_admin)
+            source_counts = remote_topics.partition_counts(source)
+            plan = plan_topics(source_counts, selections, config.namer(), config.target.alias)
+            source_ids = remote_topics.topic_ids(source, plan.mirrored)
             self.set_reachable("source", True)
         except KafkaException:
             self.set_reachable("source", False)
             raise
-        plan = plan_topics(source_counts, selections, config.namer(), config.target.alias)
         wanted = {remote: source_counts[topic] for topic, remote in plan.mirrored.items()}
         target = self.clients.target_admin
+        identity = config.topic_naming.policy == "identity"
         try:
             existing = remote_topics.partition_counts(target, wanted)
             self.set_reachable("target", True)
@@ -64,15 +78,18 @@ class TopicSync:
             failed = set(remote_topics.create_or_grow(target, wanted, existing, configs))
             unknown = [r for r in wanted if r not in failed and r not in self.max_record_bytes]
             self.max_record_bytes.update(remote_topics.max_message_bytes(target, unknown))
+            by_remote = remote_topics.topic_ids(target, wanted) if identity else {}
         except KafkaException:
             self.set_reachable("target", False)
             raise
+        remote_ids = {t: by_remote[r] for t, r in plan.mirrored.items() if r in by_remote}
+        unnamed = self._keep_ids(plan, source_ids, remote_ids, identity)
         skipped = plan.skipped + [
             SkippedTopic(topic, "the remote topic could not be created (see the worker log)")
             for topic, remote in plan.mirrored.items()
             if remote in failed
         ]
-        mirrored = {t: r for t, r in plan.mirrored.items() if r not in failed}
+        mirrored = {t: r for t, r in plan.mirrored.items() if r not in failed and t not in unnamed}
         if skipped != self.plan.skipped:
             for skip in skipped:
                 log.warning("not mirroring %s: %s", skip.topic, skip.reason)
@@ -80,6 +97,32 @@ class TopicSync:
         self.plan = TopicPlan(mirrored, skipped)
         self.metrics.set_topics(mirrored, [(s.topic, s.reason) for s in skipped])
         return self.plan
+
+    def _keep_ids(
+        self,
+        plan: TopicPlan,
+        source_ids: dict[str, bytes | None],
+        remote_ids: dict[str, bytes | None],
+        identity: bool,
+    ) -> set[str]:
+        """Keep the IDs just read; return the selected topics whose IDs are not known yet (a
+        remote topic created just now is usually unknown to the broker asked: its source topic
+        waits for the next refresh)."""
+        for side, old, new in (
+            ("source topic", self.source_ids, source_ids),
+            ("remote topic of", self.remote_ids, remote_ids),
+        ):
+            for topic in sorted(
+                t for t, topic_id in new.items() if old.get(t, topic_id) != topic_id
+            ):
+                log.info("the %s %s was deleted and created again: a new topic ID", side, topic)
+        self.source_ids, self.remote_ids = source_ids, remote_ids
+        needed = (source_ids, remote_ids) if identity else (source_ids,)
+        unnamed = {t for t in plan.mirrored if any(t not in ids for ids in needed)}
+        if unnamed and unnamed != self._last_unnamed:
+            log.info("waiting for the topic IDs of %s to mirror them", ", ".join(sorted(unnamed)))
+        self._last_unnamed = unnamed
+        return unnamed
 
     def _remote_configs(
         self, config: WorkerConfig, topics: set[str], plan: TopicPlan
