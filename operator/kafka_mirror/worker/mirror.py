@@ -13,6 +13,9 @@ partition with records waiting is consumed again from its first unacknowledged r
 Delivery reports are asked for only on a sample of records (the last of a partition's run in a
 batch, upstream gaps, one per `offsetSyncs.maxLag`): the gapless guarantee makes each vouch for
 every earlier record of its partition, and the rest cost no Python at all.
+
+A refusal of the target that retrying cannot cure (an ACL, a record the topic cannot take) stops
+its remote topic or partition, the others go on (`permanent.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from kafka_mirror.worker.flows import DeliveryWatch, PartitionFlow, Stop, commit
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.offsets import SyncEmitter
 from kafka_mirror.worker.periodic import Periodic
+from kafka_mirror.worker.permanent import PermanentRefusal, permanent_refusal, refusal_in_fatal
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.topic_sync import TopicSync
 from kafka_mirror.worker.translation import ProvenanceReader
@@ -228,7 +232,12 @@ class MirrorWorker:
             self.producer_failure = str(error)
         refused, self.refused_flows = self.refused_flows, []
         for flow in refused:
-            if not flow.abandoned:
+            if flow.abandoned:
+                continue
+            permanent = permanent_refusal(flow.refused_code, flow.remote, flow.partition)
+            if permanent is not None:
+                self._stop_refused(permanent)
+            else:
                 self._rewind(flow, flow.acknowledged, f"the target refused {flow.refused}")
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.poll(0)
@@ -396,15 +405,34 @@ class MirrorWorker:
         return True
 
     def _refused(self, flow: PartitionFlow, offset: int, error: KafkaError) -> None:
+        permanent = permanent_refusal(error.code(), flow.remote, flow.partition)
         if error.code() in UNKNOWN_REMOTE:
             # The remote partition is new, or was deleted: then every record of it the producer
             # held failed, reported or not. Hold it from its first unacknowledged record.
             reason = f"the producer does not know {flow.remote}[{flow.partition}] yet"
-            start = flow.acknowledged
-            self._rewind(flow, start, reason)
-            self._stop(self.flows[(flow.topic, flow.partition)], start, reason, 0.0)
+            self._stop_unacknowledged(flow, reason, 0.0)
+        elif permanent is not None and permanent.whole_topic:
+            # The producer's metadata denies it the topic: it failed every record of the topic
+            # it held, reported or not.
+            self._stop_refused(permanent)
         else:
             self._stop(flow, offset, f"the producer refused it: {error.str()}", STOP_RETRY_SECONDS)
+
+    def _stop_refused(self, refusal: PermanentRefusal) -> None:
+        """Stop what the target refuses for good (its remote topic, or one partition) at the
+        first unacknowledged record of each partition; the other topics go on."""
+        reason = refusal.reason()
+        for flow in list(self.flows.values()):
+            if flow.stop is None and refusal.concerns(flow.remote, flow.partition):
+                self._stop_unacknowledged(flow, reason, STOP_RETRY_SECONDS)
+
+    def _stop_unacknowledged(self, flow: PartitionFlow, reason: str, retry_after: float) -> None:
+        """Stop the partition at its first unacknowledged record: a new flow from there, as
+        records after it that the producer held may have failed unreported."""
+        start = flow.acknowledged
+        if flow.refused is not None or not flow.settled():
+            self._rewind(flow, start, reason)
+        self._stop(self.flows[(flow.topic, flow.partition)], start, reason, retry_after)
 
     def _stop(self, flow: PartitionFlow, offset: int, reason: str, retry_after: float) -> None:
         """Pause the partition at `offset`; it is consumed again from there when due."""
@@ -414,6 +442,7 @@ class MirrorWorker:
         self.stops[key] = (offset, retries + 1)
         delay = min(retry_after * 2**retries, MAX_STOP_RETRY_SECONDS) if retry_after else 0.0
         flow.stop = Stop(offset, reason, time.monotonic() + delay, retries)
+        flow.held = False  # the stop's pause takes over: only its retry resumes the partition
         if retry_after:
             log.error("%s", flow.stop.describe(flow.topic, flow.partition))
             self.metrics.errors.labels("partition stopped").inc()
@@ -477,14 +506,18 @@ class MirrorWorker:
         self.producer_failure = None
         failed = FAILED_PARTITION.search(reason)
         culprit = (failed.group(1), int(failed.group(2))) if failed else None
+        # A refusal known to be permanent stops what it concerns below, not after three tries.
+        permanent = refusal_in_fatal(reason)
         old = self.clients.renew_producer()
         self.checkpointer.producer = self.clients.producer
         for flow in list(self.flows.values()):
             if flow.settled() and flow.refused is None:
                 continue
             self._rewind(flow, flow.acknowledged, reason)
-            if (flow.remote, flow.partition) != culprit:
+            if permanent is not None or (flow.remote, flow.partition) != culprit:
                 self.refusals.pop((flow.topic, flow.partition), None)
+        if permanent is not None:
+            self._stop_refused(permanent)
         old.purge()
         with suppress(KafkaException, SystemError):
             old.poll(0)  # its purged records' reports, to abandoned flows
