@@ -16,14 +16,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from pyspark.sql import SparkSession
 
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from tests.helpers.content import check_content
-from tests.helpers.faults import Outcome, audited, ends, resend_bound, settle
+from tests.helpers.faults import (
+    Outcome,
+    audited,
+    committed_problems,
+    committed_through,
+    ends,
+    resend_bound,
+    settle,
+    verify,
+)
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, unique
 from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE, TrafficGenerator, TrafficSpec
 from tests.helpers.worker import (
@@ -58,47 +67,6 @@ def mirror_topic(
     return topic, config, worker_group(config), start_worker(config)
 
 
-def committed_problems(source: KafkaCluster, group: str) -> dict[int, str]:
-    """The reasons the workers committed with their offsets, per partition (read straight from
-    the source's group coordinator)."""
-    admin = admin_for(source.bootstrap_servers)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
-    return {
-        tp.partition: tp.metadata
-        for tp in result.result(timeout=10).topic_partitions or []
-        if tp.metadata
-    }
-
-
-def verify(
-    outcomes: list[Outcome],
-    fault: str,
-    source: KafkaCluster,
-    target: KafkaCluster,
-    config: dict[str, Any],
-    topic: str,
-    workers: list[WorkerProcess],
-    spark: SparkSession,
-    bound: int,
-    recovery: float,
-    audit: bool = True,
-) -> None:
-    """The independent content check, then our audit; no worker exited; figures recorded."""
-    total = settle(source, config, [topic])
-    report = check_content(
-        source.bootstrap_servers, target.bootstrap_servers, {topic: f"{topic}.A"}
-    )
-    print(f"{fault}: {report}")
-    assert report.source_records == total
-    assert report.lossless, report
-    assert report.duplicates <= bound, (report.duplicates, bound)
-    if audit:
-        audited(config, spark, total)
-    for worker in workers:
-        assert worker.running(), f"{worker.name} exited:\n{worker.log()[-3000:]}"
-    outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))
-
-
 def test_partitions_added_twice_to_a_busy_topic(
     kafka_a: KafkaCluster,
     kafka_b: KafkaCluster,
@@ -131,7 +99,7 @@ def test_partitions_added_twice_to_a_busy_topic(
     assert stats.failed == 0, stats.errors
     recovery = time.monotonic() - started
     fault = "partitions added to a busy topic twice (4 → 8 → 12), 10,000 records/s"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, bound, recovery)
     assert worker.metric("kafka_mirror_errors_total", kind="producer replaced") == 0
 
 
@@ -173,14 +141,8 @@ def test_records_at_every_size_limit_and_one_over_the_targets(
         for p in problems.values()
     ), problems
     assert worker.metric("kafka_mirror_partition_problem", problem="stopped") == len(problems)
-    flowing = {p: end for (_, p), end in ends(kafka_a, [topic]).items() if p not in problems}
-    wait_for(
-        lambda: all(
-            group_offsets(kafka_a, group).get((topic, p), 0) >= end for p, end in flowing.items()
-        ),
-        60,
-        "the other partitions mirrored to their end",
-    )
+    flowing = {key: end for key, end in ends(kafka_a, [topic]).items() if key not in problems}
+    wait_for(committed_through(kafka_a, group, flowing), 60, "the others mirrored to their end")
 
     raised = time.monotonic()
     resource = ConfigResource(
@@ -195,7 +157,7 @@ def test_records_at_every_size_limit_and_one_over_the_targets(
     recovery = time.monotonic() - raised
     assert not committed_problems(kafka_a, group)
     fault = "records of 0.999 MB, 1.047 MB and 1.5 MB (over the target's limit, then raised)"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, 0, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, 0, recovery)
 
 
 def keys_on(cluster: KafkaCluster, topic: str) -> set[bytes]:
@@ -282,7 +244,7 @@ def test_the_target_down_for_three_minutes_at_20000_records_a_second(
     settle(kafka_a, config, [topic])
     recovery = time.monotonic() - back
     fault = f"target down for {down} s at {rate:,} records/s"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, bound, recovery)
 
 
 def test_a_target_partition_stalled_while_the_others_flow(
@@ -321,7 +283,7 @@ def test_a_target_partition_stalled_while_the_others_flow(
             )
             problems = committed_problems(kafka_a, group)
             print(f"stalled: {problems}")
-            assert set(problems) == {0, 1}
+            assert set(problems) == {(topic, 0), (topic, 1)}
             assert all(re.match(rf"stalled at {topic}\[[01]\]", p) for p in problems.values())
             flowing_now = group_offsets(kafka_a, group)
             for p in (2, 3):
@@ -336,7 +298,7 @@ def test_a_target_partition_stalled_while_the_others_flow(
     settle(kafka_a, config, [topic])
     recovery = time.monotonic() - back
     fault = "2 of 4 target partitions short of in-sync replicas for over a minute"
-    verify(outcomes, fault, kafka_a, kafka_b3, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b3, config, [topic], [worker], spark, bound, recovery)
 
 
 def client_quota(cluster: KafkaCluster, setting: str | None) -> None:
@@ -399,7 +361,7 @@ def test_the_target_throttled_by_a_quota_behind_a_backlog_of_millions(
     settle(kafka_a, config, [topic])
     recovery = time.monotonic() - lifted
     fault = "target throttled to 4 MB/s for 40 s behind 2,000,000 records"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, bound, recovery)
 
 
 def test_fan_in_of_two_sources_with_offset_syncs_on_the_target(
