@@ -30,9 +30,10 @@ from tests.helpers.worker import StartWorker, WorkerProcess
 
 
 def _cluster(
-    alias: str, tmp_path_factory: pytest.TempPathFactory, brokers: int = 1
+    alias: str, tmp_path_factory: pytest.TempPathFactory, brokers: int = 1, authorizer: bool = False
 ) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(alias, tmp_path_factory.mktemp(f"kafka-{alias}"), brokers=brokers)
+    workdir = tmp_path_factory.mktemp(f"kafka-{alias}")
+    cluster = KafkaCluster(alias, workdir, brokers=brokers, authorizer=authorizer)
     cluster.start()
     yield cluster
     cluster.remove()
@@ -55,6 +56,13 @@ def kafka_b3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]
     """A target cluster B of three brokers (node 1 also the KRaft controller), for the tests
     that stop one broker (`stop_broker(2)` or `3`) to stall the partitions that need it."""
     yield from _cluster("B", tmp_path_factory, brokers=3)
+
+
+@pytest.fixture(scope="session")
+def kafka_b_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A target cluster B (one node) whose brokers check ACLs (KRaft's StandardAuthorizer),
+    allowing everything no ACL names: for the tests that deny the mirror a topic."""
+    yield from _cluster("B", tmp_path_factory, authorizer=True)
 
 
 @pytest.fixture(scope="session")

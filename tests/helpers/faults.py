@@ -1,5 +1,6 @@
 """What the fault tests share: a steady producer, the bound on re-sends, waiting for the final
-commits, the real audit, and a row of figures per fault."""
+commits, the reasons committed for partitions that do not flow, the independent content check
+and the real audit, and a row of figures per fault."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import ConsumerGroupTopicPartitions
 from pyspark.sql import SparkSession
 
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.worker.config import WorkerConfig
-from tests.helpers.kafka import end_offsets, produce, records
-from tests.helpers.worker import group_offsets, wait_for, worker_group
+from tests.helpers.content import check_content
+from tests.helpers.kafka import admin_for, end_offsets, produce, records
+from tests.helpers.worker import WorkerProcess, group_offsets, wait_for, worker_group
 
 
 @dataclass
@@ -120,4 +123,46 @@ def audit_and_record(
     total = settle(kafka_a, config, topics)
     report = audited(config, spark, total)
     assert report.duplicates <= bound, (report.duplicates, bound)
+    outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))
+
+
+def committed_problems(source: KafkaCluster, group: str) -> dict[tuple[str, int], str]:
+    """The reasons the workers committed with their offsets, per topic and partition (read
+    straight from the source's group coordinator)."""
+    admin = admin_for(source.bootstrap_servers)
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    return {
+        (tp.topic, tp.partition): tp.metadata
+        for tp in result.result(timeout=10).topic_partitions or []
+        if tp.metadata
+    }
+
+
+def verify(
+    outcomes: list[Outcome],
+    fault: str,
+    source: KafkaCluster,
+    target: KafkaCluster,
+    config: dict[str, Any],
+    topics: list[str],
+    workers: list[WorkerProcess],
+    spark: SparkSession,
+    bound: int,
+    recovery: float,
+    audit: bool = True,
+) -> None:
+    """The independent content check of `topics` (remote topics under the suffix policy, alias
+    A), then our audit; no worker exited; figures recorded."""
+    total = settle(source, config, topics)
+    report = check_content(
+        source.bootstrap_servers, target.bootstrap_servers, {t: f"{t}.A" for t in topics}
+    )
+    print(f"{fault}: {report}")
+    assert report.source_records == total
+    assert report.lossless, report
+    assert report.duplicates <= bound, (report.duplicates, bound)
+    if audit:
+        audited(config, spark, total)
+    for worker in workers:
+        assert worker.running(), f"{worker.name} exited:\n{worker.log()[-3000:]}"
     outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))

@@ -1,11 +1,12 @@
 """A steady producer of checkable records into topics of cluster A, in a process of its own.
 
 Record `i` (0, 1, 2, …) is a pure function of the `TrafficSpec` and `i`: its topic (round robin
-over the topics), partition (round robin over the topic's partitions), key (`<run>-<i>`), value
-(`size` bytes, or `large_size` for every `large_every`-th record), headers and timestamp (the
-moment the schedule has it due, so timestamps follow the clock and stay within the brokers'
-limits). So any record can be regenerated from the spec and `i`, and every record's content is
-unique (the key holds the run and `i`): a copy on the target can be told from a duplicate.
+over the topics), partition (round robin over the topic's partitions), key (`<run>-<i>`, or
+none), value (`size` bytes, or `large_size` for every `large_every`-th record), headers and
+timestamp (the moment the schedule has it due, so timestamps follow the clock and stay within
+the brokers' limits). So any record can be regenerated from the spec and `i`, and every record's
+content is unique (the value and a header hold `i`, the key and a header the run): a copy on the
+target can be told from a duplicate.
 
 The generator is a child process (`python -m tests.helpers.traffic SPEC STATS`) so that the
 test's own threads do not take CPU time or the GIL from it; it writes its figures to a JSON
@@ -55,6 +56,7 @@ class TrafficSpec:
     size: int = 100
     large_every: int = 0  # records 0, n, 2n, … get a `large_size` value (0: none)
     large_size: int = NEAR_LIMIT_VALUE_SIZE
+    keyed: bool = True  # False: records without a key (a compacted topic refuses them)
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     base_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
@@ -87,7 +89,7 @@ class TrafficSpec:
         if i % 5 == 0:
             headers += (("nullable", None),)  # a header without a value, as Kafka allows
         return topic, Record(
-            key=self.key(i),
+            key=self.key(i) if self.keyed else None,
             value=(b"%d:" % i + self._filler[start : start + size])[:size],
             headers=headers,
             timestamp=self.base_ms + i * 1000 // self.rate,

@@ -3,8 +3,8 @@ with an independent content check (every source record looked up on the target b
 headers and timestamp, read straight from Kafka: `tests/helpers/content.py`) and then our
 audit: partitions added to a busy topic, twice; records at every size limit, and one over the
 target's; the remote topic deleted on the target; the target down for three minutes; a target
-partition stalled (short of in-sync replicas) while the others flow. Each loses nothing, needs no
-worker restart, and re-sends at most what was in flight. The figures are printed as a table
+partition stalled (short of in-sync replicas) while the others flow. Each loses nothing, needs
+no worker restart, and re-sends at most what was in flight. The figures are printed as a table
 (docs/reliability.md has a run's)."""
 
 from __future__ import annotations
@@ -23,9 +23,18 @@ from pyspark.sql import SparkSession
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from tests.helpers.content import check_content
-from tests.helpers.faults import Outcome, audited, ends, resend_bound, settle
+from tests.helpers.faults import (
+    Outcome,
+    audited,
+    committed_problems,
+    committed_through,
+    ends,
+    resend_bound,
+    settle,
+    verify,
+)
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, unique
-from tests.helpers.matrix import RATE, committed_problems, mirror_topic, traffic, verify
+from tests.helpers.matrix import RATE, mirror_topic, traffic
 from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE
 from tests.helpers.worker import (
     StartWorker,
@@ -70,7 +79,7 @@ def test_partitions_added_twice_to_a_busy_topic(
     assert stats.failed == 0, stats.errors
     recovery = time.monotonic() - started
     fault = "partitions added to a busy topic twice (4 → 8 → 12), 10,000 records/s"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, bound, recovery)
     assert worker.metric("kafka_mirror_errors_total", kind="producer replaced") == 0
 
 
@@ -112,14 +121,8 @@ def test_records_at_every_size_limit_and_one_over_the_targets(
         for p in problems.values()
     ), problems
     assert worker.metric("kafka_mirror_partition_problem", problem="stopped") == len(problems)
-    flowing = {p: end for (_, p), end in ends(kafka_a, [topic]).items() if p not in problems}
-    wait_for(
-        lambda: all(
-            group_offsets(kafka_a, group).get((topic, p), 0) >= end for p, end in flowing.items()
-        ),
-        60,
-        "the other partitions mirrored to their end",
-    )
+    flowing = {key: end for key, end in ends(kafka_a, [topic]).items() if key not in problems}
+    wait_for(committed_through(kafka_a, group, flowing), 60, "the others mirrored to their end")
 
     raised = time.monotonic()
     resource = ConfigResource(
@@ -134,7 +137,7 @@ def test_records_at_every_size_limit_and_one_over_the_targets(
     recovery = time.monotonic() - raised
     assert not committed_problems(kafka_a, group)
     fault = "records of 0.999 MB, 1.047 MB and 1.5 MB (over the target's limit, then raised)"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, 0, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, 0, recovery)
 
 
 def keys_on(cluster: KafkaCluster, topic: str) -> set[bytes]:
@@ -221,7 +224,7 @@ def test_the_target_down_for_three_minutes_at_20000_records_a_second(
     settle(kafka_a, config, [topic])
     recovery = time.monotonic() - back
     fault = f"target down for {down} s at {rate:,} records/s"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, bound, recovery)
 
 
 def test_a_target_partition_stalled_while_the_others_flow(
@@ -260,7 +263,7 @@ def test_a_target_partition_stalled_while_the_others_flow(
             )
             problems = committed_problems(kafka_a, group)
             print(f"stalled: {problems}")
-            assert set(problems) == {0, 1}
+            assert set(problems) == {(topic, 0), (topic, 1)}
             assert all(re.match(rf"stalled at {topic}\[[01]\]", p) for p in problems.values())
             flowing_now = group_offsets(kafka_a, group)
             for p in (2, 3):
@@ -275,7 +278,7 @@ def test_a_target_partition_stalled_while_the_others_flow(
     settle(kafka_a, config, [topic])
     recovery = time.monotonic() - back
     fault = "2 of 4 target partitions short of in-sync replicas for over a minute"
-    verify(outcomes, fault, kafka_a, kafka_b3, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b3, config, [topic], [worker], spark, bound, recovery)
 
 
 def client_quota(cluster: KafkaCluster, setting: str | None) -> None:
@@ -338,7 +341,7 @@ def test_the_target_throttled_by_a_quota_behind_a_backlog_of_millions(
     settle(kafka_a, config, [topic])
     recovery = time.monotonic() - lifted
     fault = "target throttled to 4 MB/s for 40 s behind 2,000,000 records"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, bound, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, bound, recovery)
 
 
 def test_fan_in_of_two_sources_with_offset_syncs_on_the_target(

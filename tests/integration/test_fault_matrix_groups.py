@@ -18,9 +18,9 @@ from pyspark.sql import SparkSession
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from tests.helpers.failover import newest_checkpoints, resumed, source_offsets
-from tests.helpers.faults import Outcome
+from tests.helpers.faults import Outcome, verify
 from tests.helpers.kafka import end_offsets, unique
-from tests.helpers.matrix import RATE, mirror_topic, traffic, verify
+from tests.helpers.matrix import RATE, mirror_topic, traffic
 from tests.helpers.mirror_client import translate_groups
 from tests.helpers.worker import StartWorker, group_offsets, wait_for
 
@@ -117,7 +117,7 @@ def test_a_group_reset_on_the_source_reaches_its_checkpoint(
     assert stats.failed == 0, stats.errors
 
     fault = f"a group rewound by {SHIFT:,} records a partition on A, 10,000 records/s"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topic, [worker], spark, 0, recovery)
+    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, 0, recovery)
     # Kafka's own client translates the rewound checkpoint; failed over from there, the group
     # reads every record from its position on and again only copies the mirror re-sent.
     translated = translate_groups(kafka_b, [app])[app]

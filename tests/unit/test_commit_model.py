@@ -1,298 +1,40 @@
 """The worker's commit invariant, against a small model of the source, the producer and the
 target (hypothesis stateful testing): under any interleaving of consumed batches, produce
-refusals, a full queue, in-order delivery reports, refused records, a failed producer,
-revocation, lost partitions, restarts and shutdown, no committed offset ever passes a source
-record that the target has not acknowledged (transaction markers, holding no record, aside).
+refusals, a full queue, in-order delivery reports, refused records, a failed producer (with or
+without a permanent refusal named in its fatal error), a topic the target denies, revocation,
+lost partitions, restarts and shutdown, no committed offset ever passes a source record that
+the target has not acknowledged (transaction markers, holding no record, aside).
 
-The fakes stand in for librdkafka with the guarantees the worker relies on and no more: the
-consumer's position runs ahead of what the loop handled (as librdkafka's does), reports of a
-partition come in order, the producer never acknowledges a record after failing an earlier one
-of its partition (the gapless guarantee) and a failed producer loses what it held.
+The fakes (`tests/helpers/worker_fakes.py`) keep librdkafka's guarantees and no more.
 """
 
 from __future__ import annotations
 
 import random
-import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import yaml
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
-from kafka_mirror.topics import TopicPlan
-from kafka_mirror.worker.metrics import WorkerMetrics
-from kafka_mirror.worker.mirror import MirrorWorker
-
-TOPIC, REMOTE, PARTITIONS = "orders", "orders.A", 3
-Callback = Callable[[KafkaError | None, Any], None]
-
-
-@dataclass
-class Message:
-    topic_: str
-    partition_: int
-    offset_: int
-    error_: KafkaError | None = None
-
-    def error(self) -> KafkaError | None:
-        return self.error_
-
-    def topic(self) -> str:
-        return self.topic_
-
-    def partition(self) -> int:
-        return self.partition_
-
-    def offset(self) -> int:
-        return self.offset_
-
-    def key(self) -> bytes:
-        return b"k"
-
-    def value(self) -> bytes:
-        return b"v%d" % self.offset_
-
-    headers_: list[tuple[str, bytes]] = field(default_factory=list)
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self.headers_  # confluent-kafka hands out the same list on every call
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1_700_000_000_000)
-
-
-@dataclass
-class Source:
-    """Each partition's log: True for a record, False for a transaction marker; the headers of
-    the records that have any, by (partition, offset)."""
-
-    logs: list[list[bool]] = field(default_factory=lambda: [[] for _ in range(PARTITIONS)])
-    committed: dict[int, int] = field(default_factory=dict)
-    headers: dict[tuple[int, int], list[tuple[str, bytes]]] = field(default_factory=dict)
-
-
-@dataclass
-class Target:
-    """Upstream offsets acknowledged per partition, and reports waiting to be served."""
-
-    acknowledged: list[set[int]] = field(default_factory=lambda: [set() for _ in range(PARTITIONS)])
-
-
-class FakeConsumer:
-    def __init__(self, source: Source, rng: random.Random) -> None:
-        self.source, self.rng = source, rng
-        self.position: dict[int, int] = {}
-        self.paused: set[int] = set()
-        self.eof_sent: set[int] = set()
-        self.on_revoke: Callable[[Any, list[TopicPartition]], None] | None = None
-
-    def assign(self, partitions: list[int]) -> None:
-        for p in partitions:
-            self.position[p] = self.source.committed.get(p, 0)
-            self.eof_sent.discard(p)
-
-    def consume(self, num_messages: int = 1, timeout: float = 0) -> list[Message]:
-        batch: list[Message] = []
-        wanted = min(self.rng.randint(0, 12), num_messages)
-        for p in self.rng.sample(sorted(self.position), len(self.position)):
-            if p in self.paused:
-                continue
-            log = self.source.logs[p]
-            while len(batch) < wanted and self.position[p] < len(log):
-                offset = self.position[p]
-                self.position[p] += 1  # ahead of the loop, as librdkafka's position is
-                self.eof_sent.discard(p)
-                if log[offset]:
-                    headers = list(self.source.headers.get((p, offset), []))
-                    batch.append(Message(TOPIC, p, offset, headers_=headers))
-            if self.position[p] == len(log) and p not in self.eof_sent and len(batch) < wanted:
-                self.eof_sent.add(p)
-                eof = KafkaError(KafkaError._PARTITION_EOF)
-                batch.append(Message(TOPIC, p, len(log), eof))
-        return batch
-
-    def poll(self, timeout: float = 0) -> Message | None:
-        batch = self.consume(1)
-        return batch[0] if batch else None
-
-    def seek(self, tp: TopicPartition) -> None:
-        assert tp.partition in self.position, "seek on a partition not assigned"
-        self.position[tp.partition] = tp.offset
-        self.eof_sent.discard(tp.partition)
-
-    def pause(self, tps: list[TopicPartition]) -> None:
-        self.paused |= {tp.partition for tp in tps}
-
-    def resume(self, tps: list[TopicPartition]) -> None:
-        self.paused -= {tp.partition for tp in tps}
-
-    def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
-        for tp in offsets:
-            assert tp.partition in self.position, "commit for a partition not assigned"
-            self.source.committed[tp.partition] = tp.offset
-
-    def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition(TOPIC, p) for p in sorted(self.position)]
-
-    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
-        return 0, len(self.source.logs[tp.partition])
-
-    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
-        self.on_revoke = callbacks["on_revoke"]
-
-    def unsubscribe(self) -> None:
-        self.position.clear()
-
-    def close(self) -> None:
-        if self.on_revoke is not None and self.position:
-            self.on_revoke(self, self.assignment())
-        self.position.clear()
-
-
-class FakeProducer:
-    """In-order, gapless; a failed producer loses what it held and refuses everything."""
-
-    def __init__(self, target: Target, capacity: int, remote: str = REMOTE) -> None:
-        self.target, self.capacity, self.remote = target, capacity, remote
-        self.queue: list[tuple[int, int, Callback | None]] = []  # partition, upstream, callback
-        self.reports: list[tuple[Callback, KafkaError | None, int]] = []
-        self.failed = False
-        self.refuse_next: int | None = None
-        self.unknown: set[int] = set()  # partitions refused until the metadata is refreshed
-        self.downstream = 0
-        self.sent: dict[tuple[int, int], list[tuple[str, bytes]]] = {}  # headers, as queued
-
-    def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
-        if self.failed:
-            raise KafkaException(KafkaError(KafkaError._FATAL))
-        if topic != self.remote:
-            return  # offset syncs, heartbeats
-        _value, _key, partition, callback, _, _timestamp, headers = args
-        if partition in self.unknown:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
-        if self.refuse_next is not None:
-            code, self.refuse_next = self.refuse_next, None
-            raise KafkaException(KafkaError(code))
-        if len(self.queue) >= self.capacity:
-            raise BufferError("queue full")
-        # Ours, last, once (the record's own headers may hold an earlier hop's).
-        name, ours = headers[-1]
-        assert name == PROVENANCE_HEADER and [v for _, v in headers].count(ours) == 1, headers
-        upstream = Provenance.decode(ours).offset
-        self.sent[(partition, upstream)] = headers
-        self.queue.append((partition, upstream, callback))
-
-    def deliver(self, count: int) -> None:
-        """The target acknowledges the oldest `count` records (in order)."""
-        for partition, upstream, callback in self.queue[:count]:
-            self.target.acknowledged[partition].add(upstream)
-            if callback is not None:
-                self.downstream += 1
-                self.reports.append((callback, None, self.downstream))
-        del self.queue[:count]
-
-    def refuse_partition(self, partition: int) -> None:
-        """Every record of `partition` held now fails, reported or not, and new ones are
-        refused until the metadata is read again (its remote topic was deleted, re-created)."""
-        self.unknown.add(partition)
-        error = KafkaError(KafkaError._UNKNOWN_PARTITION)
-        for _p, _u, callback in [q for q in self.queue if q[0] == partition]:
-            if callback is not None:
-                self.reports.append((callback, error, -1))
-        self.queue = [q for q in self.queue if q[0] != partition]
-
-    def poll(self, timeout: float = 0) -> int:
-        if self.failed and self.queue:
-            self.queue.clear()  # lost with the producer
-            raise KafkaException(KafkaError(KafkaError._FATAL, "fatal: gapless guarantee"))
-        served, self.reports = self.reports, []
-        for callback, error, downstream in served:
-            callback(error, Message(REMOTE, 0, downstream))
-        return len(served)
-
-    def flush(self, timeout: float = 0) -> int:
-        if timeout and not self.failed:
-            self.deliver(len(self.queue))
-        self.poll()
-        return len(self.queue)
-
-    def purge(self) -> None:
-        error = KafkaError(KafkaError._PURGE_QUEUE)
-        self.reports += [(c, error, -1) for _p, _u, c in self.queue if c is not None]
-        self.queue.clear()
-
-    def list_topics(self, *args: Any, **kwargs: Any) -> None:
-        self.unknown.clear()
-
-
-class FakeReader:
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        return None
-
-
-class FakeAdmin:
-    def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
-        return {}  # no size limit known: the loop checks none
-
-
-class FakeClients:
-    def __init__(
-        self,
-        source: Source,
-        target: Target,
-        rng: random.Random,
-        capacity: int,
-        remote: str = REMOTE,
-    ) -> None:
-        self.consumer = FakeConsumer(source, rng)
-        self.target, self.capacity, self.remote = target, capacity, remote
-        self.producer = FakeProducer(target, capacity, remote)
-        self.syncs_producer = self.producer
-        self.syncs_reader = self.checkpoints_reader = FakeReader()
-        self.source_admin = self.target_admin = FakeAdmin()
-        self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
-
-    def renew_producer(self) -> FakeProducer:
-        old, self.producer = self.producer, FakeProducer(self.target, self.capacity, self.remote)
-        self.syncs_producer = self.producer
-        return old
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-def fake_worker(clients: FakeClients, **settings: Any) -> MirrorWorker:
-    """A worker from A to B on `clients`, mirroring TOPIC to `clients.remote`, every partition
-    assigned; `settings` add to (or replace) its configuration file's."""
-    path = Path(tempfile.mkdtemp()) / "worker.yaml"
-    config = {
-        "mirror": "model/m",
-        "source": {"alias": "A", "bootstrapServers": "a:9092"},
-        "target": {"alias": "B", "bootstrapServers": "b:9092"},
-        "selections": [{"includes": [TOPIC]}],
-        **settings,
-    }
-    path.write_text(yaml.safe_dump(config))
-    worker = MirrorWorker(path, WorkerMetrics(), lambda *_args: clients)  # type: ignore[arg-type]
-    worker.topics.plan = TopicPlan({TOPIC: clients.remote}, [])
-    worker.topics.remote_partitions = {clients.remote: PARTITIONS}
-    worker._subscribe([TOPIC])
-    clients.consumer.assign(list(range(PARTITIONS)))
-    return worker
+from tests.helpers.worker_fakes import (
+    DENIED,
+    PARTITIONS,
+    REMOTE,
+    TOPIC,
+    FakeClients,
+    Source,
+    Target,
+    fake_worker,
+    loop_once,
+    unacknowledged_below_commits,
+)
 
 
 class CommitModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.source, self.target = Source(), Target()
-        self.workdir: Path | None = None
 
     @initialize(seed=st.integers(0, 2**32), capacity=st.integers(1, 8))
     def start(self, seed: int, capacity: int) -> None:
@@ -318,9 +60,36 @@ class CommitModel(RuleBasedStateMachine):
     def target_refuses_a_partition(self, partition: int) -> None:
         self.clients.producer.refuse_partition(partition)
 
+    @rule(
+        culprit=st.none()
+        | st.tuples(
+            st.integers(0, PARTITIONS - 1),
+            st.sampled_from([DENIED, KafkaError.INVALID_RECORD, KafkaError._STATE]),
+        )
+    )
+    def producer_fails(self, culprit: tuple[int, int] | None) -> None:
+        """The producer fails; librdkafka names the partition and the error of the batch the
+        target refused, if that was the cause."""
+        producer = self.clients.producer
+        producer.failed = True
+        if culprit is not None:
+            partition, code = culprit
+            producer.fatal = (
+                f"ProduceRequest for {REMOTE} [{partition}] with 3 message(s) failed: "
+                f"{KafkaError(code).str()} (broker 1 PID{{Id:0,Epoch:0}}, base seq 0): "
+                "unable to satisfy gap-less guarantee"
+            )
+
     @rule()
-    def producer_fails(self) -> None:
-        self.clients.producer.failed = True
+    def target_denies_the_topic(self) -> None:
+        """What the producer's metadata says when an ACL denies the topic: every record of it
+        held fails (reported ones with the error) and produce() refuses new ones."""
+        self.target.denied = True
+        self.clients.producer.fail_held(set(range(PARTITIONS)), DENIED)
+
+    @rule()
+    def target_allows_the_topic_again(self) -> None:
+        self.target.denied = False
 
     @rule(
         code=st.sampled_from(
@@ -334,16 +103,7 @@ class CommitModel(RuleBasedStateMachine):
 
     @rule()
     def loop_once(self) -> None:
-        """One round of the worker's loop, as `MirrorWorker.run` goes round."""
-        worker = self.worker
-        if worker.producer_failure is not None:
-            worker._replace_producer(worker.producer_failure)
-        if worker.partitions.backlog:
-            batch, worker.partitions.backlog = worker.partitions.backlog, []
-            worker._mirror(batch)  # type: ignore[arg-type]
-        else:
-            worker._mirror(worker._next_batch())
-        worker._serve_reports(0)
+        loop_once(self.worker)
 
     @rule()
     def periodic_commit(self) -> None:
@@ -400,17 +160,8 @@ class CommitModel(RuleBasedStateMachine):
 
     @invariant()
     def no_commit_passes_an_unacknowledged_record(self) -> None:
-        for partition, committed in self.source.committed.items():
-            log = self.source.logs[partition]
-            missing = [
-                offset
-                for offset in range(min(committed, len(log)))
-                if log[offset] and offset not in self.target.acknowledged[partition]
-            ]
-            assert not missing, (
-                f"partition {partition} committed at {committed}, "
-                f"but the target never acknowledged {missing[:5]}"
-            )
+        missing = unacknowledged_below_commits(self.source, self.target)
+        assert not missing, f"committed past records the target never acknowledged: {missing}"
 
 
 CommitModel.TestCase.settings = settings(

@@ -23,7 +23,7 @@ from kafka_mirror.topics import TopicPlan
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.topic_sync import TopicSync
-from tests.unit.test_commit_model import TOPIC, FakeClients, Source, Target, fake_worker
+from tests.helpers.worker_fakes import TOPIC, FakeClients, Source, Target, fake_worker
 
 # Topic IDs: of `t` on A, of `t` on B (the remote topic of A's `t`), of another topic on B.
 A_T, B_T, B_U = b"\xa1" * 16, b"\xb1" * 16, b"\xb2" * 16
@@ -182,7 +182,9 @@ def test_the_identity_worker_skips_copies_mirrors_the_rest_and_settles(
         )
         == 0
     )
-    assert all(flow.settled() and flow.waiting_since is None for flow in worker.partitions.flows.values())
+    assert all(
+        flow.settled() and flow.waiting_since is None for flow in worker.partitions.flows.values()
+    )
     assert worker.producer_failure is None
     assert not worker.delivery_watch.stalled(None, now=10**9)
 

@@ -107,12 +107,21 @@ class KafkaCluster(ClientPorts):
     get three replicas (or one per broker if fewer), so `stop_broker` can take a broker away
     while the cluster keeps serving: writes with acks=all then wait only on partitions whose
     `min.insync.replicas` can no longer be met.
+
+    With `authorizer`, KRaft's StandardAuthorizer checks every request, allowing what no ACL
+    names (`allow.everyone.if.no.acl.found`): everything works until a test adds an ACL, and
+    an ACL on a topic then decides everything on it (a DENY of Write alone also hides it from
+    Describe, as nothing allows that). No super user: the brokers' and the controller's own
+    requests come as User:ANONYMOUS over PLAINTEXT, like a PLAINTEXT client's, and need only
+    the Cluster resource, which ACLs on topics leave alone (one on the Cluster would lock them
+    out too).
     """
 
     alias: str
     workdir: Path
     controller_port: int = field(default_factory=free_port)
     brokers: int = 1
+    authorizer: bool = False
     nodes: list[KafkaNode] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -221,6 +230,11 @@ class KafkaCluster(ClientPorts):
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
         }
+        if self.authorizer:
+            settings |= {
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "allow.everyone.if.no.acl.found": "true",
+            }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
     def _cluster_id(self) -> str:

@@ -75,6 +75,7 @@ class PartitionFlow:
     next_sync_point: int = 0
     acknowledged: int = -1
     refused: str | None = None
+    refused_code: int | None = None  # the error of the first refused record
     abandoned: bool = False
     stop: Stop | None = None
     held: bool = False  # consumption paused while the target acknowledges nothing of it
@@ -124,6 +125,7 @@ class PartitionFlow:
             # Never acknowledge past a refused record, whatever comes after it.
             if self.refused is None:
                 self.refused = f"offset {upstream}: {error.str() if error else 'refused'}"
+                self.refused_code = error.code() if error else None
                 if self.on_refused is not None:
                     self.on_refused(self)
             return

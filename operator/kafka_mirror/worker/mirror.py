@@ -13,6 +13,9 @@ partition with records waiting is consumed again from its first unacknowledged r
 Delivery reports are asked for only on a sample of records (the last of a partition's run in a
 batch, upstream gaps, one per `offsetSyncs.maxLag`): the gapless guarantee makes each vouch for
 every earlier record of its partition, and the rest cost no Python at all.
+
+A refusal of the target that retrying cannot cure (an ACL, a record the topic cannot take) stops
+its remote topic or partition, the others go on (`permanent.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Headers, Partitions
 from kafka_mirror.worker.periodic import Periodic
+from kafka_mirror.worker.permanent import refusal_in_fatal
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.tasks import CheckpointTask, send_heartbeat
 from kafka_mirror.worker.topic_sync import TopicSync
@@ -314,7 +318,11 @@ class MirrorWorker:
         failed = FAILED_PARTITION.search(reason)
         culprit = (failed.group(1), int(failed.group(2))) if failed else None
         old = self.clients.renew_producer()
-        self.partitions.rewind_waiting(reason, culprit)
+        # A refusal known to be permanent stops what it concerns below, not after three tries.
+        permanent = refusal_in_fatal(reason)
+        self.partitions.rewind_waiting(reason, None if permanent else culprit)
+        if permanent is not None:
+            self.partitions.stop_refused(permanent)
         old.purge()
         with suppress(KafkaException, SystemError):
             old.poll(0)  # its purged records' reports, to abandoned flows

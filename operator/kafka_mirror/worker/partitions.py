@@ -23,6 +23,7 @@ from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.flows import PartitionFlow, Stop
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.offsets import SyncEmitter
+from kafka_mirror.worker.permanent import PermanentRefusal, permanent_refusal
 from kafka_mirror.worker.topic_sync import TopicSync
 
 log = logging.getLogger(__name__)
@@ -130,15 +131,34 @@ class Partitions:
 
     def refuse(self, flow: PartitionFlow, offset: int, error: KafkaError) -> None:
         """The producer refused a record at `produce()`."""
+        permanent = permanent_refusal(error.code(), flow.remote, flow.partition)
         if error.code() in UNKNOWN_REMOTE:
             # The remote partition is new, or was deleted: then every record of it the producer
             # held failed, reported or not. Hold it from its first unacknowledged record.
             reason = f"the producer does not know {flow.remote}[{flow.partition}] yet"
-            start = flow.acknowledged
-            self.rewind(flow, start, reason)
-            self.stop(self.flows[(flow.topic, flow.partition)], start, reason, 0.0)
+            self._stop_unacknowledged(flow, reason, 0.0)
+        elif permanent is not None and permanent.whole_topic:
+            # The producer's metadata denies it the topic: it failed every record of the topic
+            # it held, reported or not.
+            self.stop_refused(permanent)
         else:
             self.stop(flow, offset, f"the producer refused it: {error.str()}", STOP_RETRY_SECONDS)
+
+    def stop_refused(self, refusal: PermanentRefusal) -> None:
+        """Stop what the target refuses for good (its remote topic, or one partition) at the
+        first unacknowledged record of each partition; the other topics go on."""
+        reason = refusal.reason()
+        for flow in list(self.flows.values()):
+            if flow.stop is None and refusal.concerns(flow.remote, flow.partition):
+                self._stop_unacknowledged(flow, reason, STOP_RETRY_SECONDS)
+
+    def _stop_unacknowledged(self, flow: PartitionFlow, reason: str, retry_after: float) -> None:
+        """Stop the partition at its first unacknowledged record: a new flow from there, as
+        records after it that the producer held may have failed unreported."""
+        start = flow.acknowledged
+        if flow.refused is not None or not flow.settled():
+            self.rewind(flow, start, reason)
+        self.stop(self.flows[(flow.topic, flow.partition)], start, reason, retry_after)
 
     def stop(self, flow: PartitionFlow, offset: int, reason: str, retry_after: float) -> None:
         """Pause the partition at `offset`; it is consumed again from there when due."""
@@ -148,6 +168,7 @@ class Partitions:
         self.stops[key] = (offset, retries + 1)
         delay = min(retry_after * 2**retries, MAX_STOP_RETRY_SECONDS) if retry_after else 0.0
         flow.stop = Stop(offset, reason, time.monotonic() + delay, retries)
+        flow.held = False  # the stop's pause takes over: only its retry resumes the partition
         if retry_after:
             log.error("%s", flow.stop.describe(flow.topic, flow.partition))
             self.metrics.errors.labels("partition stopped").inc()
@@ -204,11 +225,16 @@ class Partitions:
         self._drop_from_backlog({key})
 
     def rewind_refused(self) -> None:
-        """Partitions a delivery report said the target refused: again from the first record
-        it did not acknowledge."""
+        """Partitions a delivery report said the target refused: stopped if it refuses for
+        good, else again from the first record it did not acknowledge."""
         refused, self.refused = self.refused, []
         for flow in refused:
-            if not flow.abandoned:
+            if flow.abandoned:
+                continue
+            permanent = permanent_refusal(flow.refused_code, flow.remote, flow.partition)
+            if permanent is not None:
+                self.stop_refused(permanent)
+            else:
                 self.rewind(flow, flow.acknowledged, f"the target refused {flow.refused}")
 
     def rewind_waiting(self, reason: str, culprit: tuple[str, int] | None) -> None:
