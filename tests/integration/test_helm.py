@@ -247,6 +247,9 @@ def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
         "watch.allNamespaces=true",
         "watch.namespaces={team-a,team-b}",
         "metrics.serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true",
+        "allowed.workerImages={registry.example.com/platform/*},"
+        "allowed.sparkMasters={spark://spark-master.spark.svc:7077},"
+        "allowed.bootstrapHosts={kafka-*.kafka.svc.cluster.local,broker.example.com:9093}",
     ],
 )
 def test_the_chart_lints_and_renders_with_its_options(
@@ -266,6 +269,13 @@ def test_the_chart_lints_and_renders_with_its_options(
     ][0]["args"]
     if "allNamespaces" in values:
         assert "ClusterRole" in kinds and "Role" not in kinds and "--all-namespaces" in args
+    elif "allowed" in values:
+        assert args[4:] == [
+            "--allowed-worker-image=registry.example.com/platform/*",
+            "--allowed-spark-master=spark://spark-master.spark.svc:7077",
+            "--allowed-bootstrap-host=kafka-*.kafka.svc.cluster.local",
+            "--allowed-bootstrap-host=broker.example.com:9093",
+        ]
     elif "team-a" in values:
         roles = [d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"]
         assert roles == ["team-a", "team-b"]
