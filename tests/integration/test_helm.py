@@ -178,21 +178,32 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
     def allowed(*request: str) -> bool:
         return can_i(kubectl, kubeconfig, account, *request)
 
-    # What reconciling needs, in the watched namespace.
+    # What reconciling needs, in the watched namespace (blockOwnerDeletion on the children
+    # needs update on the mirrors' finalizers under OwnerReferencesPermissionEnforcement).
     for request in (
         ("watch", "kafkamirrors.kafkamirror.io"),
         ("patch", "kafkamirrors.kafkamirror.io", "--subresource=status"),
         ("patch", "mirrortopicselections.kafkamirror.io", "--subresource=status"),
+        ("update", "kafkamirrors.kafkamirror.io", "--subresource=finalizers"),
         ("get", "secrets"),
         ("create", "deployments.apps"),
+        ("patch", "deployments.apps"),
         ("delete", "cronjobs.batch"),
         ("create", "rolebindings.rbac.authorization.k8s.io"),
         ("create", "events"),
     ):
         assert allowed(*request, "-n", namespace), request
     # And no more: Secrets by name only, nothing outside the namespace, no pods, no cluster
-    # objects, no way to grant itself more.
+    # objects, no way to grant itself more, no verb it never uses.
     for request in (
+        ("update", "kafkamirrors.kafkamirror.io", "-n", namespace),
+        ("update", "kafkamirrors.kafkamirror.io", "--subresource=status", "-n", namespace),
+        ("list", "deployments.apps", "-n", namespace),
+        ("update", "deployments.apps", "-n", namespace),
+        ("watch", "configmaps", "-n", namespace),
+        ("list", "cronjobs.batch", "-n", namespace),
+        ("patch", "events", "-n", namespace),
+        ("create", "events.events.k8s.io", "-n", namespace),
         ("list", "secrets", "-n", namespace),
         ("watch", "secrets", "-n", namespace),
         ("update", "secrets", "-n", namespace),
