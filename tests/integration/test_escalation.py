@@ -213,12 +213,12 @@ def warned(api: client.ApiClient, namespace: str, name: str) -> list[str]:
     ],
     ids=["own-worker-image", "own-spark-master"],
 )
+@pytest.mark.usefixtures("guarded_operator")
 def test_a_value_off_the_allow_lists_is_reported_and_nothing_is_rendered(
     kube_api: client.ApiClient,
     namespace: str,
     author: client.ApiClient,
     listener: Listener,
-    guarded_operator: OperatorProcess,
     field: str,
     spec: dict[str, Any],
     value: str,
@@ -235,12 +235,12 @@ def test_a_value_off_the_allow_lists_is_reported_and_nothing_is_rendered(
     assert listener.connections == 0
 
 
+@pytest.mark.usefixtures("guarded_operator")
 def test_a_bootstrap_host_off_the_list_is_refused_before_any_connection(
     kube_api: client.ApiClient,
     namespace: str,
     author: client.ApiClient,
     listener: Listener,
-    guarded_operator: OperatorProcess,
 ) -> None:
     # The same port under a name the list does not hold: the operator would reach it.
     theirs = plain_login(f"127.0.0.1:{listener.port}")
@@ -288,12 +288,12 @@ def test_settings_off_the_closed_lists_are_refused_at_admission(
     assert "may set only these" in message
 
 
+@pytest.mark.usefixtures("guarded_operator")
 def test_a_running_mirror_turned_disallowed_is_stopped_and_resumes_when_fixed(
     kube_api: client.ApiClient,
     namespace: str,
     author: client.ApiClient,
     listener: Listener,
-    guarded_operator: OperatorProcess,
 ) -> None:
     cluster = plain_login(f"localhost:{listener.port}")
     create(author, mirror("m", namespace, cluster, cluster))

@@ -75,18 +75,14 @@ ShortString = Annotated[str, Field(min_length=1, max_length=253)]
 StringMap = Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
 
 
-def settings_map(allowed: KeyAllowList) -> Any:
-    """A string map holding only `allowed`'s keys: checked by the models, and by the API server
-    through the same list as a CEL rule naming the first refused key."""
-    return Annotated[
-        StringMap,
-        AfterValidator(allowed.check),
-        Field(json_schema_extra=cel(allowed.rule, allowed.message, allowed.message_expression)),
-    ]
+def keys_rule(allowed: KeyAllowList) -> Any:
+    """The API server's side of a closed list of keys: the same list as a CEL rule, naming the
+    first refused key (the models check it with `allowed.check`)."""
+    return Field(json_schema_extra=cel(allowed.rule, allowed.message, allowed.message_expression))
 
 
-ClientSettings = settings_map(CLIENT_CONFIG)
-SparkSettingsMap = settings_map(SPARK_CONF)
+ClientSettings = Annotated[StringMap, AfterValidator(CLIENT_CONFIG.check), keys_rule(CLIENT_CONFIG)]
+SparkSettingsMap = Annotated[StringMap, AfterValidator(SPARK_CONF.check), keys_rule(SPARK_CONF)]
 
 
 # --- clusters -----------------------------------------------------------------------------
