@@ -61,6 +61,7 @@ def _demo(args: argparse.Namespace) -> None:
 def _operator(args: argparse.Namespace) -> None:
     import logging
 
+    from kafka_mirror.api.policy import AllowLists
     from kafka_mirror.controller.handlers import OperatorOptions, run
     from kafka_mirror.controller.metrics import OperatorMetrics
     from kafka_mirror.kube import api_client
@@ -76,6 +77,11 @@ def _operator(args: argparse.Namespace) -> None:
         worker_image=args.worker_image,
         status_interval=args.status_interval,
         metrics=metrics,
+        allowed=AllowLists(
+            worker_images=tuple(args.allowed_worker_image),
+            spark_masters=tuple(args.allowed_spark_master),
+            bootstrap_hosts=tuple(args.allowed_bootstrap_host),
+        ),
     )
     run(options, [] if args.all_namespaces else args.namespace, args.liveness or None)
 
@@ -161,6 +167,31 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("KAFKA_MIRROR_WORKER_IMAGE", DEFAULT_IMAGE),
         help="image of the worker pods when a mirror does not set one "
         "(default: $KAFKA_MIRROR_WORKER_IMAGE, else the operator's own image)",
+    )
+    # What a KafkaMirror may point at (kafka_mirror.api.policy): the installer's allow-lists.
+    operator.add_argument(
+        "--allowed-worker-image",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="also allow worker and audit images matching this pattern (`*` matches any "
+        "characters; repeatable; default: only --worker-image)",
+    )
+    operator.add_argument(
+        "--allowed-spark-master",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also allow this Spark master for the audit (repeatable; default: only local mode: "
+        "local, local[N], local[*])",
+    )
+    operator.add_argument(
+        "--allowed-bootstrap-host",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="allow only bootstrap servers whose host (or host:port) matches one of these "
+        "patterns (`*` matches any characters; repeatable; default: any host)",
     )
     # Ports default from the environment too, so a local stand-in for the kubelet can move them.
     operator.add_argument(

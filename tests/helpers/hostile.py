@@ -1,6 +1,7 @@
 """Hypothesis strategies for malformed and hostile KafkaMirror and MirrorTopicSelection specs:
 a valid spec with one to three of its fields (or new fields) replaced by wrong types, huge or
-unicode strings, catastrophic regular expressions and injection attempts."""
+unicode strings, catastrophic regular expressions, injection attempts, settings off the closed
+lists and values off the installer's allow-lists (images, Spark masters, hosts)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import copy
 from typing import Any
 
 from hypothesis import strategies as st
+
+from kafka_mirror.render import DEFAULT_IMAGE
 
 CATASTROPHIC_PATTERNS = [
     "(a+)+$",
@@ -50,6 +53,23 @@ HOSTILE_CONFIG_KEYS = [
     " sasl.password",
     "no.such.property",
     "group.id",
+    # Off the closed lists (kafka_mirror.api.allowed) though no deny-list named them.
+    "test.mock.num.brokers",
+    "isolation.level",
+    "group.instance.id",
+    "interceptor.test.config1",
+    "oauthbearer_token_refresh_cb",
+    "spark.jars.packages",
+    "spark.driver.extraJavaOptions",
+    "spark.kubernetes.container.image",
+]
+# Values off the installer's allow-lists (kafka_mirror.api.policy) with its defaults.
+NOT_ALLOWED_VALUES = [
+    "evil.example/steal:1",
+    DEFAULT_IMAGE + "-evil",
+    "spark://attacker:7077",
+    "k8s://https://kubernetes.default.svc",
+    "local[0]",
 ]
 EDGE_STRINGS = [
     "",
@@ -67,7 +87,9 @@ EDGE_STRINGS = [
 ]
 
 hostile_strings = st.one_of(
-    st.sampled_from(CATASTROPHIC_PATTERNS + INJECTIONS + HOSTILE_CONFIG_KEYS + EDGE_STRINGS),
+    st.sampled_from(
+        CATASTROPHIC_PATTERNS + INJECTIONS + HOSTILE_CONFIG_KEYS + NOT_ALLOWED_VALUES + EDGE_STRINGS
+    ),
     st.text(max_size=40),
 )
 scalars = st.one_of(
@@ -85,7 +107,8 @@ hostile_values = st.one_of(
 
 
 def base_mirror(source: str, target: str) -> dict[str, Any]:
-    """A valid spec touching every section, so that mutations reach every field."""
+    """A valid spec touching every section, so that mutations reach every field; its image and
+    Spark master are allowed by the operator's defaults (its own image, local mode)."""
     return {
         "source": {"alias": "A", "bootstrapServers": source, "config": {"fetch.wait.max.ms": "50"}},
         "target": {"alias": "B", "bootstrapServers": target, "tls": {"enabled": False}},
@@ -96,8 +119,13 @@ def base_mirror(source: str, target: str) -> dict[str, Any]:
         "checkpoints": {"intervalSeconds": 5, "groups": {"includes": [".*"], "excludes": []}},
         "heartbeats": {"enabled": True},
         "topicConfigSync": {"excludes": ["retention.ms"]},
-        "audit": {"schedule": "0 * * * *", "suspend": True, "spark": {"conf": {"a": "b"}}},
+        "audit": {
+            "schedule": "0 * * * *",
+            "suspend": True,
+            "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4"}},
+        },
         "worker": {
+            "image": DEFAULT_IMAGE,
             "annotations": {"team": "payments"},
             "nodeSelector": {"disk": "ssd"},
             "resources": {"requests": {"cpu": "100m"}},

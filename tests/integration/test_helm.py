@@ -178,21 +178,32 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
     def allowed(*request: str) -> bool:
         return can_i(kubectl, kubeconfig, account, *request)
 
-    # What reconciling needs, in the watched namespace.
+    # What reconciling needs, in the watched namespace (blockOwnerDeletion on the children
+    # needs update on the mirrors' finalizers under OwnerReferencesPermissionEnforcement).
     for request in (
         ("watch", "kafkamirrors.kafkamirror.io"),
         ("patch", "kafkamirrors.kafkamirror.io", "--subresource=status"),
         ("patch", "mirrortopicselections.kafkamirror.io", "--subresource=status"),
+        ("update", "kafkamirrors.kafkamirror.io", "--subresource=finalizers"),
         ("get", "secrets"),
         ("create", "deployments.apps"),
+        ("patch", "deployments.apps"),
         ("delete", "cronjobs.batch"),
         ("create", "rolebindings.rbac.authorization.k8s.io"),
         ("create", "events"),
     ):
         assert allowed(*request, "-n", namespace), request
     # And no more: Secrets by name only, nothing outside the namespace, no pods, no cluster
-    # objects, no way to grant itself more.
+    # objects, no way to grant itself more, no verb it never uses.
     for request in (
+        ("update", "kafkamirrors.kafkamirror.io", "-n", namespace),
+        ("update", "kafkamirrors.kafkamirror.io", "--subresource=status", "-n", namespace),
+        ("list", "deployments.apps", "-n", namespace),
+        ("update", "deployments.apps", "-n", namespace),
+        ("watch", "configmaps", "-n", namespace),
+        ("list", "cronjobs.batch", "-n", namespace),
+        ("patch", "events", "-n", namespace),
+        ("create", "events.events.k8s.io", "-n", namespace),
         ("list", "secrets", "-n", namespace),
         ("watch", "secrets", "-n", namespace),
         ("update", "secrets", "-n", namespace),
@@ -247,6 +258,9 @@ def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
         "watch.allNamespaces=true",
         "watch.namespaces={team-a,team-b}",
         "metrics.serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true",
+        "allowed.workerImages={registry.example.com/platform/*},"
+        "allowed.sparkMasters={spark://spark-master.spark.svc:7077},"
+        "allowed.bootstrapHosts={kafka-*.kafka.svc.cluster.local,broker.example.com:9093}",
     ],
 )
 def test_the_chart_lints_and_renders_with_its_options(
@@ -266,6 +280,13 @@ def test_the_chart_lints_and_renders_with_its_options(
     ][0]["args"]
     if "allNamespaces" in values:
         assert "ClusterRole" in kinds and "Role" not in kinds and "--all-namespaces" in args
+    elif "allowed" in values:
+        assert args[4:] == [
+            "--allowed-worker-image=registry.example.com/platform/*",
+            "--allowed-spark-master=spark://spark-master.spark.svc:7077",
+            "--allowed-bootstrap-host=kafka-*.kafka.svc.cluster.local",
+            "--allowed-bootstrap-host=broker.example.com:9093",
+        ]
     elif "team-a" in values:
         roles = [d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"]
         assert roles == ["team-a", "team-b"]

@@ -1,8 +1,9 @@
 """Hundreds of malformed and hostile KafkaMirror and MirrorTopicSelection objects (the
 hypothesis strategies of tests/helpers/hostile.py) sent to the real API server while the real
 operator serves a good mirror: each is refused by the server with a message, or reported in a
-condition; what the models accept the server accepts (the CRDs do not drift from them); the
-operator never crashes and keeps serving."""
+condition (`NotAllowed`, with nothing rendered, for values off the operator's allow-lists);
+what the models accept the server accepts (the CRDs do not drift from them); the operator never
+crashes and keeps serving."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ from kafka_mirror.api.models import (
     KafkaMirrorSpec,
     MirrorTopicSelectionSpec,
 )
+from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
+from kafka_mirror.render import DEFAULT_IMAGE
 from tests.helpers.hostile import base_mirror, base_selection, mutated
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.objects import condition, exists, get_custom, mirror, selection
@@ -47,8 +50,13 @@ SEND = settings(
 class Barrage:
     """Sends objects of one kind and remembers what the server accepted and refused."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, kind: str, model: Any) -> None:
+    def __init__(
+        self, api: client.ApiClient, namespace: str, kind: str, model: Any, refused_reason: str
+    ) -> None:
         self.api, self.namespace, self.kind, self.model = api, namespace, kind, model
+        # The Ready reason of a stored spec the model refuses: a mirror's whole spec is unusable;
+        # all a selection's schema cannot check is whether its patterns compile.
+        self.refused_reason = refused_reason
         self.plural = f"{kind.lower()}s"
         self.names = (f"{kind.lower()}-{n}" for n in itertools.count())
         self.accepted: dict[str, bool] = {}  # name → whether the model accepts the spec
@@ -96,7 +104,7 @@ class Barrage:
         if not ready:
             return False
         # A spec the model refuses is reported as such; a usable one with its own reason.
-        return self.accepted[name] or ready.get("reason") == "InvalidSpec"
+        return self.accepted[name] or ready.get("reason") == self.refused_reason
 
 
 def send_all(specs: st.SearchStrategy[Any], barrage: Barrage) -> None:
@@ -129,8 +137,10 @@ def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
     apply(kube_api, mirror("good", namespace, plain, target))
     apply(kube_api, selection("good", namespace, "good", ["a+"]))
 
-    mirrors = Barrage(kube_api, namespace, "KafkaMirror", KafkaMirrorSpec)
-    selections = Barrage(kube_api, namespace, "MirrorTopicSelection", MirrorTopicSelectionSpec)
+    mirrors = Barrage(kube_api, namespace, "KafkaMirror", KafkaMirrorSpec, "InvalidSpec")
+    selections = Barrage(
+        kube_api, namespace, "MirrorTopicSelection", MirrorTopicSelectionSpec, "InvalidPattern"
+    )
     source = base_mirror(kafka_a.bootstrap_servers, kafka_b.bootstrap_servers)
     # Specs the schema cannot judge but the API server refuses in the children they make.
     for worker in (
@@ -167,6 +177,23 @@ def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
     refused = condition(get_custom(kube_api, namespace, "kafkamirrors", "kafkamirror-0"), "Ready")
     assert refused["reason"] == "InvalidSpec"
     assert "the API server refuses Deployment kafkamirror-0-worker" in refused["message"]
+    # Values off the test operator's allow-lists (its defaults: its own image, Spark in local
+    # mode): the mirror says so, and no worker or CronJob exists for it.
+    apps, batch = client.AppsV1Api(kube_api), client.BatchV1Api(kube_api)
+    outside = [
+        name
+        for name, usable in mirrors.accepted.items()
+        if usable
+        and not_allowed(
+            KafkaMirrorSpec.model_validate(mirrors.specs[name]), AllowLists(), DEFAULT_IMAGE
+        )
+    ]
+    assert outside, "no spec reached the allow-lists"
+    for name in outside:
+        found = get_custom(kube_api, namespace, "kafkamirrors", name)
+        assert condition(found, "Ready")["reason"] == "NotAllowed", name
+        assert not exists(apps.read_namespaced_deployment, f"{name}-worker", namespace)
+        assert not exists(batch.read_namespaced_cron_job, f"{name}-audit", namespace)
     assert operator.running()
     assert "failed with an exception" not in operator.log(), "a handler crashed on bad input"
 

@@ -1,7 +1,9 @@
-"""Hundreds of malformed and hostile specs (hypothesis) against the models and the rendering:
-each is refused with a message naming the field, or it renders children in which the
-operator's own settings still win. Catastrophic patterns stay fast. The same specs go to the
-real API server and operator in tests/integration/test_hostile_input.py."""
+"""Hundreds of malformed and hostile specs (hypothesis) against the models, the installer's
+allow-lists and the rendering: each is refused with a message naming the field, or reported as
+not allowed (naming the field and the flag that would allow it), or it renders children in
+which the operator's own settings still win and only allowed values appear. Catastrophic
+patterns stay fast. The same specs go to the real API server and operator in
+tests/integration/test_hostile_input.py."""
 
 from __future__ import annotations
 
@@ -13,11 +15,9 @@ from hypothesis import HealthCheck, event, given, settings
 from pydantic import ValidationError
 
 from kafka_mirror import render
-from kafka_mirror.api.models import (
-    KafkaMirrorSpec,
-    MirrorTopicSelectionSpec,
-    is_forbidden_config_key,
-)
+from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF
+from kafka_mirror.api.models import KafkaMirrorSpec, MirrorTopicSelectionSpec
+from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.render import Selection
 from kafka_mirror.topics import Selection as TopicSelection
 from kafka_mirror.topics import TopicNamer, plan_topics
@@ -43,14 +43,25 @@ def test_a_hostile_mirror_is_refused_or_renders_with_the_operators_settings_winn
         assert refused_with_a_message(error), error
         event("refused")
         return
+    outside = not_allowed(spec, AllowLists(), render.DEFAULT_IMAGE)
+    if outside:  # the operator renders nothing for it (tests/unit/test_policy.py)
+        assert all(r.field.startswith("spec.") and r.flag.startswith("--") for r in outside)
+        event("not allowed")
+        return
     event("accepted")
     selections = [Selection("s", (".*",), ())]
     config, envs = render.build_worker_config("ns", "m", spec, selections)
-    deployment = render.build_deployment("ns", "m", spec, envs, "0123abcd", "image:1")
-    cronjob = render.build_audit_cronjob("ns", "m", spec, envs, "image:1")
+    deployment = render.build_deployment("ns", "m", spec, envs, "0123abcd", render.DEFAULT_IMAGE)
+    cronjob = render.build_audit_cronjob("ns", "m", spec, envs, render.DEFAULT_IMAGE)
     config_map = render.build_config_map("ns", "m", config)
     json.dumps([deployment, cronjob, config_map])  # serialisable for the API server
     template = deployment["spec"]["template"]
+    for pod in (template["spec"], cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]):
+        assert pod["containers"][0]["image"] == render.DEFAULT_IMAGE
+    audit_args = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert audit_args[audit_args.index("--master") + 1].startswith("local")
+    confs = [audit_args[i + 1] for i, arg in enumerate(audit_args) if arg == "--conf"]
+    assert all(SPARK_CONF.allows(conf.split("=", 1)[0]) for conf in confs)
     assert template["metadata"]["annotations"][render.CONFIG_CHECKSUM_ANNOTATION] == "0123abcd"
     assert template["metadata"]["labels"] == render.selector_labels("m")
     for cluster in (config.source, config.target):
@@ -60,7 +71,7 @@ def test_a_hostile_mirror_is_refused_or_renders_with_the_operators_settings_winn
             "SSL" if cluster.tls.enabled else "PLAINTEXT"
         )
         assert settings["security.protocol"] == protocol  # as the tls and sasl sections say
-        assert not [k for k in cluster.config if is_forbidden_config_key(k)]
+        assert all(CLIENT_CONFIG.allows(k) for k in cluster.config)
 
 
 @FUZZ

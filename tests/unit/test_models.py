@@ -6,11 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from kafka_mirror.api.models import (
-    FORBIDDEN_CONFIG_KEYS,
     KafkaMirror,
     KafkaMirrorSpec,
     MirrorTopicSelectionSpec,
-    is_forbidden_config_key,
 )
 
 
@@ -111,41 +109,6 @@ def test_invalid_mirrors_are_refused_with_a_readable_message(
     with pytest.raises(ValidationError) as excinfo:
         KafkaMirrorSpec.model_validate(spec)
     assert expected in errors(excinfo)
-
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        "sasl.password",
-        "ssl.key.location",
-        "security.protocol",
-        "bootstrap.servers",
-        "group.id",
-        "enable.auto.commit",
-    ],
-)
-def test_client_config_may_not_override_security_or_delivery(key: str) -> None:
-    spec = mirror_spec(source={"alias": "A", "bootstrapServers": "a:9092", "config": {key: "x"}})
-    with pytest.raises(ValidationError) as excinfo:
-        KafkaMirrorSpec.model_validate(spec)
-    assert f"refused: {key}" in errors(excinfo)
-    assert "use the tls and sasl sections" in errors(excinfo)
-
-
-def test_harmless_client_config_is_accepted() -> None:
-    config = {"fetch.max.bytes": "52428800", "compression.type": "lz4"}
-    spec = KafkaMirrorSpec.model_validate(
-        mirror_spec(source={"alias": "A", "bootstrapServers": "a:9092", "config": config})
-    )
-    assert spec.source.config == config
-
-
-def test_forbidden_keys_rule_matches_the_cel_rule_keys() -> None:
-    from kafka_mirror.api.models import _FORBIDDEN_KEYS_CEL
-
-    for key in FORBIDDEN_CONFIG_KEYS:
-        assert is_forbidden_config_key(key)
-        assert f"'{key}'" in _FORBIDDEN_KEYS_CEL
 
 
 def test_sasl_needs_a_password_secret() -> None:

@@ -11,8 +11,8 @@ import random
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from kafka_mirror.worker.flows import Stop, commit_offsets
 
+from kafka_mirror.worker.flows import Stop, commit_offsets
 from kafka_mirror.worker.mirror import MirrorWorker
 from kafka_mirror.worker.permanent import PermanentRefusal, permanent_refusal, refusal_in_fatal
 from tests.helpers.worker_fakes import (

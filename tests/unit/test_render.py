@@ -521,11 +521,21 @@ def test_fit_keeps_long_names_with_a_common_prefix_apart() -> None:
 
 def test_audit_runs_on_the_spec_spark_master_with_its_conf_and_its_own_account() -> None:
     spec = mirror_spec(
-        audit={"spark": {"master": "k8s://https://kubernetes.default.svc", "conf": {"a": "1"}}}
+        audit={
+            "spark": {
+                "master": "spark://spark-master.spark.svc:7077",
+                "conf": {"spark.sql.shuffle.partitions": "4"},
+            }
+        }
     )
     pod = audit_cronjob(spec)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     args = only_container(pod)["args"]
-    assert args[3:] == ["--master", "k8s://https://kubernetes.default.svc", "--conf", "a=1"]
+    assert args[3:] == [
+        "--master",
+        "spark://spark-master.spark.svc:7077",
+        "--conf",
+        "spark.sql.shuffle.partitions=4",
+    ]
     assert pod["serviceAccountName"] == f"{NAME}-audit"
     assert pod["automountServiceAccountToken"] is True
 

@@ -24,10 +24,10 @@ from kafka_mirror.controller.status import (
     KafkaState,
     MirrorObservation,
     Problem,
-    invalid_spec_status,
     mirror_events,
     mirror_status,
     selection_status,
+    unusable_spec_status,
 )
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import Selection, SkippedTopic, TopicPlan
@@ -532,7 +532,9 @@ def test_selection_transition_time_is_kept_while_ready_holds() -> None:
 
 def test_invalid_spec_makes_ready_false_and_keeps_the_figures() -> None:
     before = status_of(observation())
-    status = invalid_spec_status(before, 4, "source.alias: field required", LATER)
+    status = unusable_spec_status(
+        before, 4, Problem("InvalidSpec", "source.alias: field required"), LATER
+    )
     ready = ready_of(status)
     assert (ready.status, ready.reason) == ("False", "InvalidSpec")
     assert "source.alias: field required" in ready.message
@@ -547,13 +549,25 @@ def test_invalid_spec_makes_ready_false_and_keeps_the_figures() -> None:
 def test_invalid_spec_keeps_the_other_conditions_and_their_transition_times() -> None:
     degraded_obs = observation(selection_problems=["selection s: bad pattern"])
     before = status_of(degraded_obs)
-    invalid = invalid_spec_status(before, 4, "source.alias: field required", LATER)
+    invalid = unusable_spec_status(
+        before, 4, Problem("InvalidSpec", "source.alias: field required"), LATER
+    )
     assert {c.type for c in invalid.conditions} == {c.type for c in before.conditions}
     assert get(invalid.conditions, "Degraded") == get(before.conditions, "Degraded")
     # Once fixed, conditions whose status never changed keep their transition time.
     fixed = mirror_status(replace(degraded_obs, generation=5), invalid, MUCH_LATER)
     assert get(fixed.conditions, "Degraded").last_transition_time == NOW
     assert get(fixed.conditions, "Paused").last_transition_time == NOW
+
+
+def test_a_spec_not_allowed_is_ready_false_with_its_message_and_a_warning_event() -> None:
+    before = status_of(observation())
+    problem = Problem("NotAllowed", "spec.worker.image 'evil.example/steal:1' is not allowed")
+    status = unusable_spec_status(before, 4, problem, LATER)
+    ready = ready_of(status)
+    assert (ready.status, ready.reason, ready.message) == ("False", "NotAllowed", problem.message)
+    assert mirror_events(before, status) == [Event("Warning", "NotAllowed", problem.message)]
+    assert mirror_events(status, status) == []  # once, on the transition
 
 
 def test_partitions_that_do_not_flow_degrade_the_mirror_and_are_named() -> None:

@@ -41,37 +41,55 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{/*
-What the operator does, and nothing more: watch and patch its two resources and their status;
-read the Secrets a mirror names (by name: no list); apply and delete each mirror's children
-(ConfigMap, Deployment, Service, CronJob, and the audit's ServiceAccount, Role and RoleBinding,
-whose rules it must hold itself); post events; read the worker Deployments' status.
+What the operator does, and nothing more (each verb is a call it makes):
+- its two resources: kopf lists, watches and merge-patches them (finalizers, annotations); a
+  selection's handler reads its mirror (get);
+- their status: patched; get on kafkamirrors/status only because the audit's Role grants it,
+  and a Role may only grant what its creator holds;
+- kafkamirrors/finalizers: update, because kopf.adopt sets blockOwnerDeletion on the children,
+  which the OwnerReferencesPermissionEnforcement admission plugin allows only to who may update
+  the owner's finalizers;
+- Secrets a mirror names: get by name (no list, no watch);
+- each mirror's children (ConfigMap, Deployment, Service, CronJob, and the audit's
+  ServiceAccount, Role and RoleBinding): server-side apply (patch, and create when the object is
+  new), delete; get of the ConfigMap and the Deployment (its status);
+- events: create (core v1, as kopf posts them).
 */}}
 {{- define "kafka-mirror-operator.rules" -}}
 - apiGroups: ["kafkamirror.io"]
-  resources: ["kafkamirrors", "mirrortopicselections"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  resources: ["kafkamirrors"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["kafkamirror.io"]
-  resources: ["kafkamirrors/status", "mirrortopicselections/status"]
-  verbs: ["get", "patch", "update"]
+  resources: ["mirrortopicselections"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["kafkamirror.io"]
+  resources: ["kafkamirrors/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["kafkamirror.io"]
+  resources: ["mirrortopicselections/status"]
+  verbs: ["patch"]
+- apiGroups: ["kafkamirror.io"]
+  resources: ["kafkamirrors/finalizers"]
+  verbs: ["update"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
 - apiGroups: [""]
-  resources: ["configmaps", "services", "serviceaccounts"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services", "serviceaccounts"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["cronjobs"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["create", "patch", "delete"]
 {{- end -}}

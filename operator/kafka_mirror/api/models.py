@@ -9,13 +9,13 @@ CEL rules) go in the schema so bad objects are refused at `kubectl apply`; rules
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF, KeyAllowList
 from kafka_mirror.patterns import pattern_error
 
 GROUP = "kafkamirror.io"
@@ -35,58 +35,6 @@ DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 CLUSTER_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 BOOTSTRAP_SERVERS = r"^[^\s,]+:[0-9]{1,5}(,[^\s,]+:[0-9]{1,5})*$"
 CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
-
-# Client settings the operator owns: connection, security (credentials come from Secrets), and
-# the worker's delivery guarantees. Refused in `spec.*.config`.
-FORBIDDEN_CONFIG_KEYS = (
-    "bootstrap.servers",
-    "security.protocol",
-    "group.id",
-    "client.id",
-    "enable.auto.commit",
-    "enable.auto.offset.store",
-    "enable.idempotence",
-    "acks",
-    "transactional.id",
-    # What at-least-once rests on (docs/reliability.md): no delivery timeout, the gapless
-    # guarantee, the reports the worker counts on, what it reads and how large a request gets.
-    "message.timeout.ms",
-    "delivery.timeout.ms",
-    "enable.gapless.guarantee",
-    "message.send.max.retries",
-    "retries",
-    "delivery.report.only.error",
-    "max.in.flight.requests.per.connection",
-    "max.in.flight",
-    "isolation.level",
-    "enable.partition.eof",
-    "message.max.bytes",
-    "request.required.acks",
-    "auto.commit.enable",
-    "test.mock.num.brokers",
-    # librdkafka's other names for them, and settings that weaken or bypass security.
-    "metadata.broker.list",
-    "enable.ssl.certificate.verification",
-    "enable.sasl.oauthbearer.unsecure.jwt",
-    "plugin.library.paths",
-)
-FORBIDDEN_CONFIG_PREFIXES = ("sasl.", "ssl.", "https.")
-
-# The CEL rule and the Python check below say the same thing; a unit test keeps them together.
-_ALLOWED_KEY_CEL = (
-    "!(k in ["
-    + ", ".join(f"'{key}'" for key in FORBIDDEN_CONFIG_KEYS)
-    + "]) && "
-    + " && ".join(f"!k.startsWith('{prefix}')" for prefix in FORBIDDEN_CONFIG_PREFIXES)
-)
-_FORBIDDEN_KEYS_CEL = f"self.all(k, {_ALLOWED_KEY_CEL})"
-_FORBIDDEN_KEYS_MESSAGE = (
-    "config may not set connection, security or delivery settings ("
-    + ", ".join(FORBIDDEN_CONFIG_KEYS)
-    + ", "
-    + ", ".join(p + "*" for p in FORBIDDEN_CONFIG_PREFIXES)
-    + "): use the tls and sasl sections with Secret references instead"
-)
 
 
 def cel(rule: str, message: str, message_expression: str | None = None) -> dict[str, Any]:
@@ -125,6 +73,16 @@ class StatusModel(BaseModel):
 
 ShortString = Annotated[str, Field(min_length=1, max_length=253)]
 StringMap = Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
+
+
+def keys_rule(allowed: KeyAllowList) -> Any:
+    """The API server's side of a closed list of keys: the same list as a CEL rule, naming the
+    first refused key (the models check it with `allowed.check`)."""
+    return Field(json_schema_extra=cel(allowed.rule, allowed.message, allowed.message_expression))
+
+
+ClientSettings = Annotated[StringMap, AfterValidator(CLIENT_CONFIG.check), keys_rule(CLIENT_CONFIG)]
+SparkSettingsMap = Annotated[StringMap, AfterValidator(SPARK_CONF.check), keys_rule(SPARK_CONF)]
 
 
 # --- clusters -----------------------------------------------------------------------------
@@ -186,35 +144,20 @@ class KafkaCluster(ApiModel):
     )
     bootstrap_servers: Annotated[
         str, Field(min_length=1, max_length=2048, pattern=BOOTSTRAP_SERVERS)
-    ] = Field(description="Comma-separated host:port list of brokers.")
+    ] = Field(
+        description="Comma-separated host:port list of brokers; each host must be on the "
+        "installer's allow-list when it has one (`--allowed-bootstrap-host`)."
+    )
     tls: TlsSettings = section(TlsSettings, "TLS settings.")
     sasl: SaslSettings | None = Field(default=None, description="SASL authentication.")
-    config: StringMap = Field(
+    config: ClientSettings = Field(
         default_factory=dict,
         description=(
-            "Extra librdkafka client settings for both consumer and producer. Connection, "
-            "security and delivery settings are refused."
-        ),
-        json_schema_extra=cel(
-            _FORBIDDEN_KEYS_CEL,
-            _FORBIDDEN_KEYS_MESSAGE,
-            # Names the first refused key (joining them all exceeds the server's cost budget).
-            f"{json.dumps(_FORBIDDEN_KEYS_MESSAGE + '; refused: ')} + "
-            f"self.filter(k, !({_ALLOWED_KEY_CEL}))[0]",
+            "librdkafka tuning settings for both consumer and producer, from a closed list "
+            "(socket, fetch, batching and compression settings); connection, security and "
+            "delivery settings are refused."
         ),
     )
-
-    @field_validator("config")
-    @classmethod
-    def _refuse_owned_keys(cls, config: dict[str, str]) -> dict[str, str]:
-        refused = sorted(key for key in config if is_forbidden_config_key(key))
-        if refused:
-            raise ValueError(f"{_FORBIDDEN_KEYS_MESSAGE}; refused: {', '.join(refused)}")
-        return config
-
-
-def is_forbidden_config_key(key: str) -> bool:
-    return key in FORBIDDEN_CONFIG_KEYS or key.startswith(FORBIDDEN_CONFIG_PREFIXES)
 
 
 # --- mirroring behaviour ------------------------------------------------------------------
@@ -312,10 +255,14 @@ class SparkSettings(ApiModel):
 
     master: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
         default="local[*]",
-        description="Spark master URL; local mode inside the job pod by default, or a cluster "
-        "(for example `k8s://https://kubernetes.default.svc`).",
+        description="Spark master URL: local mode inside the job pod (`local`, `local[N]`, "
+        "`local[*]`), or a cluster the operator's installer allows (`--allowed-spark-master`).",
     )
-    conf: StringMap = Field(default_factory=dict, description="Extra Spark configuration.")
+    conf: SparkSettingsMap = Field(
+        default_factory=dict,
+        description="Spark tuning settings, from a closed list (memory, cores, parallelism, "
+        "timeouts).",
+    )
 
 
 class AuditSettings(ApiModel):
@@ -358,7 +305,9 @@ class WorkerPod(ApiModel):
     """Settings of the worker pods."""
 
     image: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
-        default=None, description="Worker image; the operator's own image if unset."
+        default=None,
+        description="Image of the worker and audit pods; the operator's own image if unset. "
+        "Another image must match the installer's allow-list (`--allowed-worker-image`).",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(default="IfNotPresent")
     resources: Resources = section(Resources, "Container resources.")

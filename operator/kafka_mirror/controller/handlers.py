@@ -19,10 +19,11 @@ from kafka_mirror.api.models import (
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
 )
-from kafka_mirror.controller import reconcile
+from kafka_mirror.api.policy import AllowLists
+from kafka_mirror.controller import gate, reconcile
 from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, OnePerKey, Readers
-from kafka_mirror.controller.status import Event, invalid_spec_status
+from kafka_mirror.controller.status import mirror_events, unusable_spec_status
 
 FINALIZER = f"{GROUP}/finalizer"
 
@@ -33,6 +34,7 @@ class OperatorOptions:
     worker_image: str
     status_interval: float
     metrics: OperatorMetrics
+    allowed: AllowLists
 
 
 def _status_patch(patch: kopf.Patch, model: KafkaMirrorStatus | MirrorTopicSelectionStatus) -> None:
@@ -80,7 +82,21 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         for api_class in (client.CoreV1Api, client.AppsV1Api, client.BatchV1Api):
             api_class(api)
 
+    def check_usable(mirror: kopf.Body) -> None:
+        """Raise SpecUnusable for a spec the operator cannot or may not use, having stopped
+        what runs for one that is not allowed."""
+        problem = gate.spec_problem(mirror.get("spec"), options.allowed, image)
+        if problem is None:
+            return
+        if problem.reason == gate.NOT_ALLOWED:
+            gate.stop_children(api, mirror.metadata.namespace or "", mirror.metadata.name or "")
+        raise gate.SpecUnusable(problem)
+
     def converge(mirror: kopf.Body) -> None:
+        # Checked here, in every caller's thread: a converge already running for this mirror
+        # may take over the call, and the caller must not go on to read Kafka for a spec that
+        # names a host it may not contact.
+        check_usable(mirror)
         key = f"{mirror.metadata.namespace}/{mirror.metadata.name}"
         with options.metrics.converge_seconds.time():
             applied = converging.run(key, lambda: reconcile.converge_children(api, mirror, image))
@@ -96,27 +112,22 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     @kopf.on.create(GROUP, VERSION, MIRRORS, registry=registry)
     @kopf.on.update(GROUP, VERSION, MIRRORS, registry=registry)
     def mirror_changed(body: kopf.Body, **_: Any) -> None:
-        error = reconcile.parse_spec_error(body)
-        if error is not None:
-            raise kopf.PermanentError(f"the spec cannot be used: {error}")
         try:
             converge(body)
-        except reconcile.ChildRefused as refused:
-            raise kopf.PermanentError(str(refused)) from None  # the status timer reports it
+        except gate.SpecUnusable as unusable:
+            raise kopf.PermanentError(str(unusable)) from None  # the status timer reports it
 
     @kopf.timer(GROUP, VERSION, MIRRORS, interval=options.status_interval, registry=registry)
     def mirror_status(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
         previous = KafkaMirrorStatus.model_validate(dict(status))
-        error = reconcile.parse_spec_error(body)
-        events: list[Event] = []
-        if error is None:
-            try:
-                converge(body)
-            except reconcile.ChildRefused as refused:
-                error = str(refused)
-        if error is not None:
+        try:
+            converge(body)
+        except gate.SpecUnusable as unusable:
             generation = body.metadata.get("generation", 0)
-            current = invalid_spec_status(previous, generation, error, datetime.now(UTC))
+            current = unusable_spec_status(
+                previous, generation, unusable.problem, datetime.now(UTC)
+            )
+            events = mirror_events(previous, current)
         else:
             current, events = reconcile.observe_mirror(
                 api, body, previous, readers, datetime.now(UTC)
@@ -136,7 +147,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def converge_mirror_of(namespace: str, mirror_name: str | None) -> None:
         mirror = reconcile.read_mirror(api, namespace, mirror_name) if mirror_name else None
         if mirror is not None and not mirror["metadata"].get("deletionTimestamp"):
-            with contextlib.suppress(reconcile.ChildRefused):  # the mirror's status says so
+            with contextlib.suppress(gate.SpecUnusable):  # the mirror's status says so
                 converge(kopf.Body(cast(kopf.RawBody, mirror)))
 
     @kopf.on.resume(GROUP, VERSION, SELECTIONS, registry=registry)

@@ -16,7 +16,6 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
-from pydantic import ValidationError
 
 from kafka_mirror import render
 from kafka_mirror.api.models import (
@@ -26,6 +25,7 @@ from kafka_mirror.api.models import (
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
 )
+from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
 from kafka_mirror.controller.status import (
     DeploymentState,
     Event,
@@ -161,20 +161,21 @@ def converge_children(api: client.ApiClient, body: kopf.Body, image: str) -> lis
     return [s.name for s in desired.config.selections] or ["(none)"]
 
 
-class ChildRefused(ValueError):
-    """The API server refuses a child the spec rendered (say an annotation key Kubernetes does
-    not allow): only a change of the spec can fix it."""
-
-
 def apply_child(api: client.ApiClient, child: dict[str, Any]) -> None:
+    """Apply one child; one the API server refuses (say an annotation key Kubernetes does not
+    allow) makes the spec unusable: only a change of the spec can fix it."""
     try:
         apply(api, child)
     except DynamicApiError as error:
         if error.status not in (400, 422):
             raise
         kind, name = child["kind"], child["metadata"]["name"]
-        raise ChildRefused(
-            f"the API server refuses {kind} {name}: {error.summary()[:MAX_REFUSAL_MESSAGE]}"
+        refusal = error.summary()[:MAX_REFUSAL_MESSAGE]
+        raise SpecUnusable(
+            Problem(
+                INVALID_SPEC,
+                f"the spec cannot be used, fix it: the API server refuses {kind} {name}: {refusal}",
+            )
         ) from None
 
 
@@ -406,12 +407,3 @@ def read_mirror(api: client.ApiClient, namespace: str, name: str) -> dict[str, A
         if error.status == 404:
             return None
         raise
-
-
-def parse_spec_error(body: kopf.Body) -> str | None:
-    """Why a stored KafkaMirror spec cannot be used (the schema normally refuses it first)."""
-    try:
-        KafkaMirrorSpec.model_validate(body["spec"])
-    except ValidationError as error:
-        return str(error)
-    return None

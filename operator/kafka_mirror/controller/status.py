@@ -242,14 +242,16 @@ def mirror_status(
     return status
 
 
-def invalid_spec_status(
-    previous: KafkaMirrorStatus, generation: int, error: str, now: datetime
+def unusable_spec_status(
+    previous: KafkaMirrorStatus, generation: int, problem: Problem, now: datetime
 ) -> KafkaMirrorStatus:
-    """The status of a mirror whose stored spec the operator cannot use: only Ready changes."""
-    message = f"the spec cannot be used, fix it: {error}"
+    """The status of a mirror whose stored spec the operator cannot or may not use (reasons
+    `InvalidSpec`, `NotAllowed`): only Ready changes."""
     status = previous.model_copy()
     status.observed_generation = generation
-    ready = condition(previous.conditions, "Ready", False, "InvalidSpec", message, generation, now)
+    ready = condition(
+        previous.conditions, "Ready", False, problem.reason, problem.message, generation, now
+    )
     status.conditions = [ready, *(c for c in previous.conditions if c.type != "Ready")]
     return status
 

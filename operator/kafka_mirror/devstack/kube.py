@@ -131,6 +131,9 @@ class KubeApiServer:
             "--advertise-address=127.0.0.1",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
+            # On by default in OpenShift: setting blockOwnerDeletion (kopf.adopt does) needs
+            # update on the owner's finalizers, so the chart's RBAC is checked for it.
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--authorization-mode=RBAC",
             "--disable-admission-plugins=ServiceAccount",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",

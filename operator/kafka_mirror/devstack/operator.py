@@ -13,10 +13,16 @@ from kafka_mirror.devstack.processes import ChildProcess, free_port
 
 class OperatorProcess(ChildProcess):
     def __init__(
-        self, kubeconfig: Path, namespace: str, workdir: Path, status_interval: float = 2.0
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        workdir: Path,
+        status_interval: float = 2.0,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.kubeconfig, self.namespace = kubeconfig, namespace
         self.status_interval = status_interval
+        self.extra_args = extra_args  # the allow-list flags, say
         self.port = free_port()
         self.metrics_port = free_port()
         super().__init__(workdir / "operator.log")
@@ -28,6 +34,7 @@ class OperatorProcess(ChildProcess):
             *("--status-interval", str(self.status_interval)),
             *("--liveness", f"http://127.0.0.1:{self.port}/healthz"),
             *("--metrics-port", str(self.metrics_port)),
+            *self.extra_args,
         ]
         self.spawn(command)
         deadline = time.monotonic() + 60

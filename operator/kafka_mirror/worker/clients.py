@@ -4,8 +4,9 @@ The mirroring producer's settings are what the at-least-once argument rests on
 (docs/reliability.md): idempotent with `acks=all`, librdkafka's gapless guarantee (a failure
 that could leave a gap in a partition fails the whole producer instead), and no delivery
 timeout (`message.timeout.ms=0`: a record waits for the target as long as it takes, so a
-timeout can never drop one silently). The mirror's `config` sections cannot change them
-(`api.models.FORBIDDEN_CONFIG_KEYS`).
+timeout can never drop one silently). The mirror's `config` sections cannot change them: they
+take only the tuning keys of `api.allowed.CLIENT_CONFIG_KEYS`, which win over the worker's own
+tuning defaults below.
 """
 
 from __future__ import annotations
@@ -35,17 +36,31 @@ ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Client
 # the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
-MIRROR_PRODUCER_SETTINGS: dict[str, Any] = {
+MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "enable.idempotence": True,
     "enable.gapless.guarantee": True,
     "acks": "all",
     "message.timeout.ms": 0,  # never time a record out
     "message.max.bytes": PRODUCER_MAX_REQUEST_BYTES,
+}
+# Throughput defaults a mirror's `config` may change.
+MIRROR_PRODUCER_TUNING: dict[str, Any] = {
     "linger.ms": 5,
     "batch.size": 1024 * 1024,
     "queue.buffering.max.messages": 200_000,
     "queue.buffering.max.kbytes": 256 * 1024,
 }
+MIRROR_CONSUMER_TUNING: dict[str, Any] = {
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "queued.max.messages.kbytes": 256 * 1024,
+}
+
+
+def mirror_producer_settings(target: dict[str, Any]) -> dict[str, Any]:
+    """The mirroring producer's settings: the cluster's own (connection and the mirror's tuning
+    `config`) over the worker's tuning defaults, and the guarantees over both."""
+    return {**MIRROR_PRODUCER_TUNING, **target, **MIRROR_PRODUCER_GUARANTEES}
 
 
 class ClientErrors:
@@ -112,6 +127,7 @@ class Clients:
         self.target_admin = AdminClient(self.admin_settings["target"])
         self.consumer = Consumer(
             {
+                **MIRROR_CONSUMER_TUNING,
                 **source,
                 "group.id": config.consumer_group,
                 "enable.auto.commit": False,
@@ -126,16 +142,12 @@ class Clients:
                 "topic.metadata.refresh.interval.ms": int(
                     config.refresh_topics_interval_seconds * 1000
                 ),
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                "queued.max.messages.kbytes": 256 * 1024,
                 "error_cb": on_error("source"),
                 "on_commit": on_commit,
             }
         )
         self.producer_settings = {
-            **target,
-            **MIRROR_PRODUCER_SETTINGS,
+            **mirror_producer_settings(target),
             "error_cb": on_error("target"),
         }
         self.producer = Producer(self.producer_settings)

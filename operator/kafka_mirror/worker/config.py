@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field
 
+from kafka_mirror.api.allowed import CLIENT_CONFIG
 from kafka_mirror.api.models import (
     ApiModel,
     Checkpoints,
@@ -23,7 +24,6 @@ from kafka_mirror.api.models import (
     StringMap,
     TopicConfigSync,
     TopicNaming,
-    is_forbidden_config_key,
     section,
     validate_patterns,
 )
@@ -71,7 +71,8 @@ class ClusterConnection(ApiModel):
                 raise MissingCredential(f"environment variable {name} is not set")
             return environ[name].strip()
 
-        settings = {k: v for k, v in self.config.items() if not is_forbidden_config_key(k)}
+        # The operator renders only allowed keys; a hand-written file gets no more.
+        settings = {k: v for k, v in self.config.items() if CLIENT_CONFIG.allows(k)}
         settings["bootstrap.servers"] = self.bootstrap_servers
         protocol = ("SASL_" if self.sasl else "") + ("SSL" if self.tls.enabled else "PLAINTEXT")
         settings["security.protocol"] = protocol

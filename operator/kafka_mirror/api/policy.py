@@ -1,0 +1,123 @@
+"""What a KafkaMirror may point at, as whoever installs the operator allows it.
+
+The operator holds more than the people who write KafkaMirror objects: it starts pods with the
+Secrets a mirror names and connects to the clusters it names. So the values that decide where
+those credentials go are bounded by allow-lists from the operator's flags (the chart's
+`allowed.*` values), with safe defaults:
+
+- worker and audit images: the operator's own image (the one it renders when
+  `spec.worker.image` is unset), and images matching `--allowed-worker-image` patterns;
+- Spark masters: local mode inside the audit pod (`local`, `local[N]`, `local[*]`), and the
+  masters listed with `--allowed-spark-master`;
+- bootstrap hosts: any, unless `--allowed-bootstrap-host` patterns are given; then every
+  `host:port` of both clusters must match one, checked before the operator connects.
+
+A spec outside them is reported, naming the field, the value and the flag that would allow it;
+the operator renders and connects nothing for it. Pure functions: the controller decides what
+to do with the answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kafka_mirror.api.models import KafkaMirrorSpec
+
+# Spark's local mode, in the audit pod itself: no cluster to send the job (and the credentials
+# in its options) to. N is bounded so a typo cannot ask for a million threads.
+LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]{0,3})\])?")
+
+
+def glob(pattern: str) -> re.Pattern[str]:
+    """A pattern where `*` matches any run of characters (`.`, `/` and `:` too) and every other
+    character only itself: image references and IPv6 literals hold `[`, `?` and `.`, which
+    shell-style globs and regular expressions would read as syntax."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+
+
+@dataclass(frozen=True)
+class AllowLists:
+    """The installer's allow-lists (operator flags), beyond the defaults above."""
+
+    worker_images: tuple[str, ...] = ()
+    spark_masters: tuple[str, ...] = ()
+    bootstrap_hosts: tuple[str, ...] = ()  # empty: any host
+
+
+@dataclass(frozen=True)
+class NotAllowed:
+    """One value of a spec outside the allow-lists, and how to get it allowed."""
+
+    field: str
+    value: str
+    allowed: str  # what is allowed now, in words
+    flag: str
+    chart_value: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.field} {self.value!r} is not allowed (allowed: {self.allowed}): change "
+            f"{self.field}, or have the operator's installer allow it with {self.flag} (chart "
+            f"value {self.chart_value})"
+        )
+
+
+def image_allowed(image: str, allowed: AllowLists, own_image: str) -> bool:
+    return image == own_image or any(glob(p).fullmatch(image) for p in allowed.worker_images)
+
+
+def master_allowed(master: str, allowed: AllowLists) -> bool:
+    return LOCAL_MASTER.fullmatch(master) is not None or master in allowed.spark_masters
+
+
+def bootstrap_allowed(entry: str, allowed: AllowLists) -> bool:
+    """Whether one `host:port` may be contacted: its host or the whole entry matches (host
+    names in any case, as DNS reads them)."""
+    if not allowed.bootstrap_hosts:
+        return True
+    entry = entry.lower()
+    host = entry.rsplit(":", 1)[0]
+    patterns = [glob(p.lower()) for p in allowed.bootstrap_hosts]
+    return any(p.fullmatch(host) or p.fullmatch(entry) for p in patterns)
+
+
+def not_allowed(spec: KafkaMirrorSpec, allowed: AllowLists, own_image: str) -> list[NotAllowed]:
+    """Every value of `spec` outside the allow-lists; empty when the spec may be used."""
+    refused: list[NotAllowed] = []
+    image = spec.worker.image
+    if image is not None and not image_allowed(image, allowed, own_image):
+        refused.append(
+            NotAllowed(
+                "spec.worker.image",
+                image,
+                ", ".join((f"the operator's image {own_image}", *allowed.worker_images)),
+                "--allowed-worker-image",
+                "allowed.workerImages",
+            )
+        )
+    master = spec.audit.spark.master
+    if not master_allowed(master, allowed):
+        refused.append(
+            NotAllowed(
+                "spec.audit.spark.master",
+                master,
+                ", ".join(("local", "local[N]", "local[*]", *allowed.spark_masters)),
+                "--allowed-spark-master",
+                "allowed.sparkMasters",
+            )
+        )
+    for role, cluster in (("source", spec.source), ("target", spec.target)):
+        for entry in cluster.bootstrap_servers.split(","):
+            if not bootstrap_allowed(entry, allowed):
+                refused.append(
+                    NotAllowed(
+                        f"spec.{role}.bootstrapServers",
+                        entry,
+                        ", ".join(allowed.bootstrap_hosts),
+                        "--allowed-bootstrap-host",
+                        "allowed.bootstrapHosts",
+                    )
+                )
+    return refused

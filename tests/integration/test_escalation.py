@@ -1,0 +1,339 @@
+"""Nothing gained by writing a KafkaMirror: a user who may create KafkaMirror objects and nothing
+else in the namespace (impersonated, with a Role of their own, on the real API server) tries
+each way to make the operator hand a Secret it reads to a place of the user's choosing — their
+own worker image, their own Spark master, Spark packages, a bootstrap host of theirs with SASL
+PLAIN, client settings that swap the cluster or the group's identity. Each is refused at
+admission or reported as `Ready=False`, reason `NotAllowed`, and no worker or CronJob carries
+the hostile value; the operator does not even connect to a host off its list. A running mirror
+whose spec turns disallowed is stopped, and resumes when the spec is fixed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.devstack.kube import KubeApiServer
+from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.kube import api_client, apply
+from kafka_mirror.render import DEFAULT_IMAGE
+from tests.helpers.kubectl import kubectl as run_kubectl
+from tests.helpers.objects import condition, exists, get_custom, mirror, secret
+from tests.helpers.worker import wait_for
+
+pytestmark = pytest.mark.kube
+
+USER = "mirror-author"
+PASSWORD = "plain-password-of-the-team"  # what every route is after
+LOGIN = "kafka-login"
+STATUS_TICKS = 6  # seconds: three of the test operator's status refreshes
+
+
+class Listener:
+    """A TCP port that counts the connections it gets: a host of the user's, or the network
+    the operator could probe."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:  # closed
+                return
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    port = Listener()
+    yield port
+    port.close()
+
+
+@pytest.fixture
+def guarded_operator(
+    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path, listener: Listener
+) -> Iterator[OperatorProcess]:
+    """The operator with a bootstrap-host allow-list: only `localhost:<listener>`. Its images
+    and Spark masters are the defaults (its own image, local mode)."""
+    process = OperatorProcess(
+        kube_apiserver.kubeconfig,
+        namespace,
+        tmp_path,
+        extra_args=("--allowed-bootstrap-host", f"localhost:{listener.port}"),
+    ).start()
+    yield process
+    if process.running():
+        process.stop()
+    print(f"----- operator log -----\n{process.log()[-6000:]}")
+
+
+@pytest.fixture
+def author(
+    kube_api: client.ApiClient, kube_apiserver: KubeApiServer, namespace: str
+) -> Iterator[client.ApiClient]:
+    """An API client impersonating a user who may write KafkaMirror objects in the namespace,
+    and nothing else; the team's Secret is there, which the user may not read."""
+    apply(kube_api, secret(LOGIN, namespace, username="team", password=PASSWORD))
+    rules = [
+        {
+            "apiGroups": [GROUP],
+            "resources": ["kafkamirrors"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        }
+    ]
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"}
+    apply(kube_api, {**role, "metadata": {"name": USER, "namespace": namespace}, "rules": rules})
+    apply(
+        kube_api,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": USER, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": USER},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
+        },
+    )
+    api = api_client(kube_apiserver.kubeconfig)
+    api.set_default_header("Impersonate-User", USER)
+    yield api
+    api.close()
+
+
+def test_the_author_may_write_mirrors_and_nothing_else(
+    kubectl: Path, kube_apiserver: KubeApiServer, namespace: str, author: client.ApiClient
+) -> None:
+    def can_i(*request: str) -> bool:
+        result = run_kubectl(
+            kubectl,
+            kube_apiserver.kubeconfig,
+            *("auth", "can-i", *request, "-n", namespace, f"--as={USER}"),
+            check=False,
+        )
+        return result.stdout.strip() == "yes"
+
+    assert can_i("create", "kafkamirrors.kafkamirror.io")
+    for request in (
+        ("get", "secrets"),
+        ("get", f"secrets/{LOGIN}"),
+        ("create", "pods"),
+        ("create", "deployments.apps"),
+        ("create", "cronjobs.batch"),
+        ("create", "mirrortopicselections.kafkamirror.io"),
+        ("patch", "kafkamirrors.kafkamirror.io", "--subresource=status"),
+    ):
+        assert not can_i(*request), request
+    with pytest.raises(ApiException) as refused:
+        client.CoreV1Api(author).read_namespaced_secret(LOGIN, namespace)
+    assert refused.value.status == 403
+
+
+def plain_login(bootstrap: str) -> dict[str, Any]:
+    """A cluster the mirror logs in to with SASL PLAIN (the password in clear on the wire),
+    with the team's Secret."""
+    return {
+        "bootstrapServers": bootstrap,
+        "sasl": {
+            "mechanism": "PLAIN",
+            "usernameSecret": {"name": LOGIN, "key": "username"},
+            "passwordSecret": {"name": LOGIN, "key": "password"},
+        },
+    }
+
+
+def create(api: client.ApiClient, body: dict[str, Any]) -> None:
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, body["metadata"]["namespace"], "kafkamirrors", body
+    )
+
+
+def ready(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    return condition(get_custom(api, namespace, "kafkamirrors", name), "Ready")
+
+
+def not_allowed_message(api: client.ApiClient, namespace: str, name: str) -> str:
+    """The message of the mirror's Ready condition once it says NotAllowed."""
+    wait_for(
+        lambda: ready(api, namespace, name).get("reason") == "NotAllowed",
+        60,
+        f"{name} reported NotAllowed",
+    )
+    return str(ready(api, namespace, name)["message"])
+
+
+def rendered_nothing(api: client.ApiClient, namespace: str, name: str) -> None:
+    apps, batch, core = client.AppsV1Api(api), client.BatchV1Api(api), client.CoreV1Api(api)
+    assert not exists(apps.read_namespaced_deployment, f"{name}-worker", namespace)
+    assert not exists(batch.read_namespaced_cron_job, f"{name}-audit", namespace)
+    assert not exists(core.read_namespaced_config_map, f"{name}-worker-config", namespace)
+
+
+def warned(api: client.ApiClient, namespace: str, name: str) -> list[str]:
+    events = client.CoreV1Api(api).list_namespaced_event(namespace).items
+    return [
+        e.message
+        for e in events
+        if e.involved_object.name == name and e.reason == "NotAllowed" and e.type == "Warning"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "spec", "value", "flag"),
+    [
+        (
+            "spec.worker.image",
+            {"worker": {"image": "evil.example/steal:1"}},
+            "evil.example/steal:1",
+            "--allowed-worker-image (chart value allowed.workerImages)",
+        ),
+        (
+            "spec.audit.spark.master",
+            {"audit": {"spark": {"master": "spark://attacker.example:7077"}}},
+            "spark://attacker.example:7077",
+            "--allowed-spark-master (chart value allowed.sparkMasters)",
+        ),
+    ],
+    ids=["own-worker-image", "own-spark-master"],
+)
+@pytest.mark.usefixtures("guarded_operator")
+def test_a_value_off_the_allow_lists_is_reported_and_nothing_is_rendered(
+    kube_api: client.ApiClient,
+    namespace: str,
+    author: client.ApiClient,
+    listener: Listener,
+    field: str,
+    spec: dict[str, Any],
+    value: str,
+    flag: str,
+) -> None:
+    allowed_host = plain_login(f"localhost:{listener.port}")
+    create(author, mirror("steal", namespace, allowed_host, allowed_host, **spec))
+    message = not_allowed_message(author, namespace, "steal")
+    assert f"{field} {value!r} is not allowed" in message and flag in message
+    wait_for(lambda: bool(warned(kube_api, namespace, "steal")), 30, "a NotAllowed event")
+    rendered_nothing(kube_api, namespace, "steal")
+    # What the author can read holds no credential, and nothing reached out to a cluster.
+    assert PASSWORD not in json.dumps(get_custom(author, namespace, "kafkamirrors", "steal"))
+    assert listener.connections == 0
+
+
+@pytest.mark.usefixtures("guarded_operator")
+def test_a_bootstrap_host_off_the_list_is_refused_before_any_connection(
+    kube_api: client.ApiClient,
+    namespace: str,
+    author: client.ApiClient,
+    listener: Listener,
+) -> None:
+    # The same port under a name the list does not hold: the operator would reach it.
+    theirs = plain_login(f"127.0.0.1:{listener.port}")
+    create(author, mirror("probe", namespace, theirs, plain_login(f"localhost:{listener.port}")))
+    message = not_allowed_message(author, namespace, "probe")
+    assert f"spec.source.bootstrapServers '127.0.0.1:{listener.port}' is not allowed" in message
+    assert "--allowed-bootstrap-host (chart value allowed.bootstrapHosts)" in message
+    time.sleep(STATUS_TICKS)  # several status ticks go by
+    assert listener.connections == 0, "the operator connected to a host off its list"
+    rendered_nothing(kube_api, namespace, "probe")
+    # The listener does see the operator when a mirror names the host the list allows.
+    allowed = {"bootstrapServers": f"localhost:{listener.port}"}
+    create(author, mirror("allowed", namespace, allowed, allowed))
+    wait_for(lambda: listener.connections > 0, 60, "the operator to reach the allowed host")
+
+
+@pytest.mark.parametrize(
+    ("path", "key"),
+    [
+        ("source.config", "test.mock.num.brokers"),
+        ("source.config", "isolation.level"),
+        ("target.config", "group.instance.id"),
+        ("source.config", "plugin.library.paths"),
+        ("target.config", "interceptor.test.config1"),
+        ("audit.spark.conf", "spark.jars.packages"),
+        ("audit.spark.conf", "spark.driver.extraJavaOptions"),
+        ("audit.spark.conf", "spark.kubernetes.container.image"),
+    ],
+)
+def test_settings_off_the_closed_lists_are_refused_at_admission(
+    kube_api: client.ApiClient, namespace: str, author: client.ApiClient, path: str, key: str
+) -> None:
+    cluster = {"bootstrapServers": "kafka-a:9092"}
+    body = mirror("settings", namespace, cluster, cluster)
+    node = body["spec"]
+    *parents, last = path.split(".")
+    for step in parents:
+        node = node.setdefault(step, {})
+    node.setdefault(last, {})[key] = "org.example:payload:1.0"
+    with pytest.raises(ApiException) as refused:
+        create(author, body)
+    message = json.loads(refused.value.body)["message"]
+    assert refused.value.status == 422, message
+    assert f"spec.{path}: Invalid value" in message and f"refused: {key}" in message
+    assert "may set only these" in message
+
+
+@pytest.mark.usefixtures("guarded_operator")
+def test_a_running_mirror_turned_disallowed_is_stopped_and_resumes_when_fixed(
+    kube_api: client.ApiClient,
+    namespace: str,
+    author: client.ApiClient,
+    listener: Listener,
+) -> None:
+    cluster = plain_login(f"localhost:{listener.port}")
+    create(author, mirror("m", namespace, cluster, cluster))
+    apps, batch = client.AppsV1Api(kube_api), client.BatchV1Api(kube_api)
+    wait_for(
+        lambda: exists(batch.read_namespaced_cron_job, "m-audit", namespace),
+        60,
+        "the mirror's children",
+    )
+    assert apps.read_namespaced_deployment("m-worker", namespace).spec.replicas == 1
+
+    patch = {"spec": {"worker": {"image": "evil.example/steal:1"}}}
+    client.CustomObjectsApi(author).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "kafkamirrors", "m", patch
+    )
+    wait_for(
+        lambda: (
+            apps.read_namespaced_deployment("m-worker", namespace).spec.replicas == 0
+            and batch.read_namespaced_cron_job("m-audit", namespace).spec.suspend
+        ),
+        60,
+        "the workers scaled to zero and the audit suspended",
+    )
+    assert "spec.worker.image 'evil.example/steal:1'" in not_allowed_message(author, namespace, "m")
+    # Stopped, not rendered again: the hostile image is in no pod template.
+    workers = apps.read_namespaced_deployment("m-worker", namespace).spec.template.spec
+    audits = batch.read_namespaced_cron_job("m-audit", namespace).spec.job_template.spec
+    assert workers.containers[0].image == DEFAULT_IMAGE
+    assert audits.template.spec.containers[0].image == DEFAULT_IMAGE
+
+    fixed = {"spec": {"worker": {"image": None}}}
+    client.CustomObjectsApi(author).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "kafkamirrors", "m", fixed
+    )
+    wait_for(
+        lambda: (
+            apps.read_namespaced_deployment("m-worker", namespace).spec.replicas == 1
+            and not batch.read_namespaced_cron_job("m-audit", namespace).spec.suspend
+            and ready(author, namespace, "m").get("reason") != "NotAllowed"
+        ),
+        60,
+        "the mirror to run again",
+    )

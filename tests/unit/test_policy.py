@@ -1,0 +1,184 @@
+"""The installer's allow-lists (kafka_mirror.api.policy) and the operator's gate on them
+(kafka_mirror.controller.gate): worker images, Spark masters and bootstrap hosts, with safe
+defaults, and messages that name the field, the value and the flag and chart value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.policy import (
+    AllowLists,
+    bootstrap_allowed,
+    image_allowed,
+    master_allowed,
+    not_allowed,
+)
+from kafka_mirror.controller.gate import INVALID_SPEC, NOT_ALLOWED, spec_problem
+
+OWN = "ghcr.io/kafka-mirror/kafka-mirror-operator:0.1.0"
+DEFAULTS = AllowLists()
+PLATFORM = AllowLists(
+    worker_images=("registry.example.com/platform/*",),
+    spark_masters=("spark://spark-master.spark.svc:7077",),
+    bootstrap_hosts=("kafka-*.kafka.svc.cluster.local", "broker.example.com:9093"),
+)
+
+
+def spec(**overrides: Any) -> dict[str, Any]:
+    return {
+        "source": {"alias": "A", "bootstrapServers": "kafka-a.kafka.svc.cluster.local:9092"},
+        "target": {"alias": "B", "bootstrapServers": "kafka-b.kafka.svc.cluster.local:9092"},
+        **overrides,
+    }
+
+
+def refused(doc: dict[str, Any], allowed: AllowLists = DEFAULTS) -> list[str]:
+    return [r.message for r in not_allowed(KafkaMirrorSpec.model_validate(doc), allowed, OWN)]
+
+
+# --- images ---------------------------------------------------------------------------------
+
+
+def test_by_default_only_the_operators_own_image_runs() -> None:
+    assert image_allowed(OWN, DEFAULTS, OWN)
+    for image in (
+        "evil.example/steal:1",
+        "ghcr.io/kafka-mirror/kafka-mirror-operator:latest",
+        OWN + "-rc1",
+        "ghcr.io/kafka-mirror/kafka-mirror-operator@sha256:" + "0" * 64,
+    ):
+        assert not image_allowed(image, DEFAULTS, OWN), image
+
+
+@pytest.mark.parametrize(
+    ("image", "allowed"),
+    [
+        ("registry.example.com/platform/kafka-mirror-operator:0.2.0", True),
+        ("registry.example.com/platform/team/x@sha256:abc", True),
+        ("registry.example.com.evil.io/platform/x:1", False),
+        ("evil.io/registry.example.com/platform/x:1", False),
+        ("registry.example.com/other/x:1", False),
+        ("REGISTRY.EXAMPLE.COM/platform/x:1", False),
+    ],
+)
+def test_image_patterns_match_the_whole_reference(image: str, allowed: bool) -> None:
+    assert image_allowed(image, PLATFORM, OWN) is allowed
+
+
+def test_pattern_characters_other_than_the_star_match_only_themselves() -> None:
+    lists = AllowLists(worker_images=("r.io/a[1]?:*",))
+    assert image_allowed("r.io/a[1]?:v", lists, OWN)
+    assert not image_allowed("r.io/a1x:v", lists, OWN)
+    assert not image_allowed("rxio/a[1]?:v", lists, OWN)
+
+
+def test_an_image_off_the_list_is_named_with_the_flag_and_chart_value() -> None:
+    (message,) = refused(spec(worker={"image": "evil.example/steal:1"}))
+    assert message.startswith("spec.worker.image 'evil.example/steal:1' is not allowed")
+    assert OWN in message
+    assert "--allowed-worker-image" in message and "allowed.workerImages" in message
+    assert refused(spec()) == [] and refused(spec(worker={"image": OWN})) == []
+
+
+# --- Spark masters --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("master", ["local", "local[1]", "local[4]", "local[*]", "local[1024]"])
+def test_local_mode_is_always_allowed(master: str) -> None:
+    assert master_allowed(master, DEFAULTS)
+
+
+@pytest.mark.parametrize(
+    "master",
+    [
+        "spark://attacker:7077",
+        "k8s://https://kubernetes.default.svc",
+        "yarn",
+        "local[0]",
+        "local[99999]",
+        "local[*] ",
+        "local[2,3]",
+        "localhost:7077",
+        "local[*],spark://attacker:7077",
+    ],
+)
+def test_any_other_master_needs_to_be_listed(master: str) -> None:
+    assert not master_allowed(master, DEFAULTS)
+
+
+def test_listed_masters_are_allowed_exactly() -> None:
+    assert master_allowed("spark://spark-master.spark.svc:7077", PLATFORM)
+    assert not master_allowed("spark://spark-master.spark.svc:7078", PLATFORM)
+    (message,) = refused(spec(audit={"spark": {"master": "spark://attacker:7077"}}), PLATFORM)
+    assert "spec.audit.spark.master 'spark://attacker:7077' is not allowed" in message
+    assert "spark://spark-master.spark.svc:7077" in message
+    assert "--allowed-spark-master" in message and "allowed.sparkMasters" in message
+
+
+# --- bootstrap hosts ------------------------------------------------------------------------
+
+
+def test_without_a_host_list_any_host_may_be_named() -> None:
+    assert bootstrap_allowed("anything.example:9092", DEFAULTS)
+
+
+@pytest.mark.parametrize(
+    ("entry", "allowed"),
+    [
+        ("kafka-a.kafka.svc.cluster.local:9092", True),
+        ("KAFKA-A.Kafka.svc.cluster.local:9092", True),
+        ("broker.example.com:9093", True),
+        ("broker.example.com:9092", False),
+        ("kafka-a.kafka.svc.cluster.local.evil.io:9092", False),
+        ("attacker.example:9092", False),
+        ("10.0.0.1:9092", False),
+    ],
+)
+def test_hosts_match_by_name_or_by_host_and_port(entry: str, allowed: bool) -> None:
+    assert bootstrap_allowed(entry, PLATFORM) is allowed
+
+
+def test_every_entry_of_both_clusters_is_checked() -> None:
+    doc = spec(
+        source={
+            "alias": "A",
+            "bootstrapServers": "kafka-a.kafka.svc.cluster.local:9092,attacker.example:9092",
+        },
+        target={"alias": "B", "bootstrapServers": "[::1]:9092"},
+    )
+    messages = refused(doc, PLATFORM)
+    assert [m.split(" is not")[0] for m in messages] == [
+        "spec.source.bootstrapServers 'attacker.example:9092'",
+        "spec.target.bootstrapServers '[::1]:9092'",
+    ]
+    assert all("--allowed-bootstrap-host" in m and "allowed.bootstrapHosts" in m for m in messages)
+
+
+def test_every_value_off_the_lists_is_reported_at_once() -> None:
+    doc = spec(
+        worker={"image": "evil.example/steal:1"},
+        audit={"spark": {"master": "spark://attacker:7077"}},
+        source={"alias": "A", "bootstrapServers": "attacker.example:9092"},
+    )
+    fields = [m.split(" ")[0] for m in refused(doc, PLATFORM)]
+    assert fields == [
+        "spec.worker.image",
+        "spec.audit.spark.master",
+        "spec.source.bootstrapServers",
+    ]
+
+
+# --- the gate -------------------------------------------------------------------------------
+
+
+def test_the_gate_tells_an_invalid_spec_from_one_not_allowed() -> None:
+    assert spec_problem(spec(), DEFAULTS, OWN) is None
+    invalid = spec_problem({"source": {}}, DEFAULTS, OWN)
+    assert invalid is not None and invalid.reason == INVALID_SPEC
+    assert invalid.message.startswith("the spec cannot be used, fix it:")
+    disallowed = spec_problem(spec(worker={"image": "evil.example/steal:1"}), DEFAULTS, OWN)
+    assert disallowed is not None and disallowed.reason == NOT_ALLOWED
+    assert "spec.worker.image 'evil.example/steal:1' is not allowed" in disallowed.message
