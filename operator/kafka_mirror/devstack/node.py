@@ -1,0 +1,374 @@
+"""A real single-node Kubernetes cluster on this machine, with no image registry.
+
+etcd and kube-apiserver (devstack/kube.py, configured `for_node`), the kubelet,
+kube-controller-manager, kube-scheduler and kube-proxy (built from the API server's pinned
+k8s.io/kubernetes), a containerd of the node's own with runc and the CNI bridge, host-local and
+loopback plugins (Debian's packages), and images made here (devstack/images.py).
+
+The pods' network is a bridge whose address is the node's InternalIP: the API server (and a
+Kafka cluster started with `host=GATEWAY`) listen there, so pods reach them directly, and
+in-cluster configuration reaches the API server through the `kubernetes` Service, which
+kube-proxy (iptables mode) maps to that address. Pod traffic stays on the machine: nothing is
+masqueraded, an iptables rule drops what pods send anywhere but the bridge, and pods get no DNS
+server. What the node changes on the host is recorded first and restored by `stop`
+(devstack/hoststate.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+from kubernetes import client
+
+from kafka_mirror.devstack import hoststate, images
+from kafka_mirror.devstack.builds import (
+    KUBE_CONTROLLER_MANAGER,
+    KUBE_PROXY,
+    KUBE_SCHEDULER,
+    KUBELET,
+    NODE_TOOLS,
+    MissingPrerequisite,
+    cache_dir,
+    progress,
+)
+from kafka_mirror.devstack.containerd import CNI_BIN_DIR, Containerd, cni_config
+from kafka_mirror.devstack.kube import KubeApiServer
+from kafka_mirror.devstack.processes import ServerProcess, free_port
+from kafka_mirror.kube import api_client
+
+NODE_NAME = "kafka-mirror-node"
+BRIDGE = "kmirror0"
+POD_SUBNET = "10.244.0.0/24"
+GATEWAY = "10.244.0.1"  # the bridge's address: the node's InternalIP, the host as pods see it
+# What the node runs, by the Debian package that brings it (apt-get installs the missing ones).
+PACKAGES = {
+    "containerd": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    f"{CNI_BIN_DIR}/bridge": "containernetworking-plugins",
+    "iptables": "iptables",
+    "buildah": "buildah",
+    "debootstrap": "debootstrap",
+}
+_EGRESS_RULE = ["FORWARD", "-s", POD_SUBNET, "!", "-o", BRIDGE, "-j", "DROP"]
+
+
+def _missing_packages() -> list[str]:
+    missing = {
+        package
+        for command, package in PACKAGES.items()
+        if not (Path(command).exists() if command.startswith("/") else shutil.which(command))
+    }
+    return sorted(missing)
+
+
+def unavailable_reason() -> str | None:
+    """Why no node can run on this machine, or None when one can."""
+    if sys.platform != "linux":
+        return "a node needs Linux (containers, a bridge, iptables)"
+    if os.geteuid() != 0:
+        return "a node needs root (containerd, the pods' bridge, iptables, cgroups)"
+    missing = _missing_packages()
+    if missing and not shutil.which("apt-get"):
+        return f"a node needs {', '.join(missing)}: install them with your package manager"
+    return None
+
+
+def install_prerequisites() -> None:
+    """Install the Debian packages the node needs and lacks (first run only)."""
+    if reason := unavailable_reason():
+        raise MissingPrerequisite(reason)
+    missing = _missing_packages()
+    if not missing:
+        return
+    progress(f"installing {' '.join(missing)} with apt-get (first run only)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    apt = ["apt-get", "-q", "-y", "--no-install-recommends"]
+    for command in (["apt-get", "-q", "update"], [*apt, "install", *missing]):
+        result = subprocess.run(command, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise MissingPrerequisite(
+                f"`{' '.join(command)}` failed; install {' '.join(missing)} by hand:\n"
+                + result.stdout[-2000:]
+                + result.stderr[-2000:]
+            )
+
+
+def _node_dir() -> Path:
+    return cache_dir() / "node"
+
+
+@dataclass
+class KubeNode:
+    """A node and its control plane, its state in `workdir` (one run's); its containerd's
+    image store is kept in the cache."""
+
+    workdir: Path
+    apiserver: KubeApiServer = field(init=False)
+    containerd: Containerd | None = None
+    image: str = ""  # the project's image, in the node's store
+    processes: dict[str, ServerProcess] = field(default_factory=dict)
+    _lock: IO[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.apiserver = KubeApiServer(self.workdir / "kube", address=GATEWAY, for_node=True)
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin's kubeconfig."""
+        return self.apiserver.kubeconfig
+
+    @property
+    def record(self) -> Path:
+        return _node_dir() / "host-record.json"
+
+    def _take_lock(self) -> None:
+        """One node per machine: the bridge, the egress rule and the fixed paths are shared."""
+        path = cache_dir() / "locks" / "node.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = path.open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise RuntimeError(f"another node runs on this machine (it holds {path})") from None
+        self._lock = lock
+
+    def start(self, timeout: float = 180.0) -> KubeNode:
+        install_prerequisites()
+        for tool in NODE_TOOLS:
+            tool.ensure()  # built before any timer starts
+        sandbox, self.image = images.pause_image(), images.project_image()
+        self._take_lock()
+        hoststate.restore(self.record)  # a node that did not stop cleanly
+        hoststate.record(self.record, BRIDGE)
+        started = time.monotonic()
+        try:
+            self._network()
+            self.apiserver.start(timeout)
+            self.containerd = Containerd(_node_dir() / "containerd", self.workdir, sandbox)
+            ipam = self.workdir / "ipam"
+            self.containerd.start(cni_config(BRIDGE, POD_SUBNET, GATEWAY, ipam))
+            for image in (sandbox, self.image):
+                images.load(self.containerd, image)
+            self._start("kubelet", self._kubelet_command())
+            self._start("kube-controller-manager", self._controller_manager_command())
+            self._start("kube-scheduler", self._scheduler_command())
+            health = free_port()
+            self._start("kube-proxy", self._proxy_command(health))
+            self._wait_ready(health, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        progress(f"node {NODE_NAME} ready in {time.monotonic() - started:.1f}s")
+        return self
+
+    def _network(self) -> None:
+        """The pods' bridge, made before the API server starts, so it can listen there."""
+        for command in (
+            ["ip", "link", "add", BRIDGE, "type", "bridge"],
+            ["ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE],
+            ["ip", "link", "set", BRIDGE, "up"],
+            ["iptables", "-I", *_EGRESS_RULE],
+        ):
+            subprocess.run(command, check=True, capture_output=True)
+
+    def _start(self, name: str, command: list[str]) -> None:
+        process = ServerProcess(name, command, self.workdir / "logs" / f"{name}.log")
+        process.start()
+        self.processes[name] = process
+
+    def _write(self, name: str, document: dict[str, Any]) -> Path:
+        path = self.workdir / "config" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(document))
+        return path
+
+    def _kubelet_command(self) -> list[str]:
+        assert self.containerd is not None
+        resolv = self.workdir / "config" / "resolv.conf"
+        resolv.parent.mkdir(parents=True, exist_ok=True)
+        resolv.write_text("")  # pods get no DNS server: their traffic stays here
+        config = self._write(
+            "kubelet.yaml",
+            {
+                "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                "kind": "KubeletConfiguration",
+                "failCgroupV1": False,  # this machine's cgroups are v1 (hybrid)
+                "cgroupDriver": "cgroupfs",
+                "failSwapOn": False,
+                "containerRuntimeEndpoint": self.containerd.endpoint,
+                "address": GATEWAY,
+                "port": free_port(),
+                "readOnlyPort": 0,
+                "healthzPort": 0,
+                "authentication": {
+                    "anonymous": {"enabled": False},
+                    "webhook": {"enabled": True},
+                    "x509": {"clientCAFile": str(self.apiserver.pki / "ca.crt")},
+                },
+                "authorization": {"mode": "Webhook"},
+                "resolvConf": str(resolv),
+                "podLogsDir": str(self.workdir / "pod-logs"),
+                # The images are imported, not pulled: never collect them; and a full disk of
+                # the machine's is not the pods' doing.
+                "imageGCHighThresholdPercent": 100,
+                "imageGCLowThresholdPercent": 99,
+                "evictionHard": {
+                    "memory.available": "100Mi",
+                    "nodefs.available": "1%",
+                    "imagefs.available": "1%",
+                    "nodefs.inodesFree": "1%",
+                },
+            },
+        )
+        kubeconfig = self.apiserver.component_kubeconfig(
+            f"system:node:{NODE_NAME}", ("system:nodes",)
+        )
+        return [
+            str(KUBELET.ensure()),
+            f"--config={config}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={self.workdir / 'kubelet'}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={GATEWAY}",
+        ]
+
+    def _controller_manager_command(self) -> list[str]:
+        pki = self.apiserver.pki
+        return [
+            str(KUBE_CONTROLLER_MANAGER.ensure()),
+            f"--kubeconfig={self.apiserver.component_kubeconfig('system:kube-controller-manager')}",
+            "--secure-port=0",
+            "--leader-elect=false",
+            # Each controller acts with its own ServiceAccount's token (signed with the key the
+            # API server checks), and pods' tokens come with the CA that verifies the server.
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+        ]
+
+    def _scheduler_command(self) -> list[str]:
+        return [
+            str(KUBE_SCHEDULER.ensure()),
+            f"--kubeconfig={self.apiserver.component_kubeconfig('system:kube-scheduler')}",
+            "--secure-port=0",
+            "--leader-elect=false",
+        ]
+
+    def _proxy_command(self, health_port: int) -> list[str]:
+        config = self._write(
+            "kube-proxy.yaml",
+            {
+                "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+                "kind": "KubeProxyConfiguration",
+                "clientConnection": {
+                    "kubeconfig": str(self.apiserver.component_kubeconfig("system:kube-proxy"))
+                },
+                "hostnameOverride": NODE_NAME,
+                "mode": "iptables",
+                "clusterCIDR": POD_SUBNET,
+                "healthzBindAddress": f"127.0.0.1:{health_port}",
+                "metricsBindAddress": f"127.0.0.1:{free_port()}",
+                # Leave the host's conntrack settings and route_localnet as they are.
+                "conntrack": {
+                    "maxPerCore": 0,
+                    "tcpEstablishedTimeout": "0s",
+                    "tcpCloseWaitTimeout": "0s",
+                },
+                "iptables": {"localhostNodePorts": False},
+            },
+        )
+        return [str(KUBE_PROXY.ensure()), f"--config={config}"]
+
+    def _wait_ready(self, proxy_health: int, timeout: float) -> None:
+        """Until the node is Ready, kube-proxy has written the Services' rules and the
+        `default` ServiceAccount exists (a pod is refused without it)."""
+        api = api_client(self.kubeconfig)
+        core = client.CoreV1Api(api)
+
+        def ready() -> bool:
+            try:
+                node = core.read_node(NODE_NAME)
+                core.read_namespaced_service_account("default", "default")
+                url = f"http://127.0.0.1:{proxy_health}/healthz"
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    synced = response.status == 200
+            except Exception:
+                return False
+            status = node.status.conditions if node.status else None
+            conditions = {c.type: c.status for c in status or []}
+            return synced and conditions.get("Ready") == "True"
+
+        try:
+            self.processes["kubelet"].wait_until(ready, timeout, "a Ready node")
+        finally:
+            api.close()
+
+    def stop(self) -> list[str]:
+        """Stop everything and restore the host; returns what could not be restored."""
+        self._delete_pods()
+        for name in ("kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet"):
+            if process := self.processes.pop(name, None):
+                process.stop()
+        if self.record.exists():  # kube-proxy's own rules, before the record's check
+            subprocess.run([str(KUBE_PROXY.ensure()), "--cleanup"], capture_output=True)
+        if self.containerd is not None:
+            self.containerd.stop()
+        self.apiserver.stop()
+        hoststate.unmount_below(self.workdir)
+        problems = hoststate.restore(self.record)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+        for problem in problems:
+            progress(f"not restored: {problem}")
+        return problems
+
+    def _delete_pods(self, timeout: float = 60.0) -> None:
+        """Delete every pod through the API (the controllers stopped first, so none comes
+        back) and wait until the kubelet has stopped them: their sandboxes' network goes with
+        them."""
+        if "kubelet" not in self.processes:
+            return
+        for name in ("kube-controller-manager", "kube-scheduler"):
+            if process := self.processes.pop(name, None):
+                process.stop()
+        api = api_client(self.kubeconfig)
+        core = client.CoreV1Api(api)
+        try:
+            for pod in core.list_pod_for_all_namespaces().items:
+                meta = pod.metadata
+                assert meta is not None and meta.name and meta.namespace
+                core.delete_namespaced_pod(meta.name, meta.namespace, grace_period_seconds=1)
+            deadline = time.monotonic() + timeout
+            while core.list_pod_for_all_namespaces().items and time.monotonic() < deadline:
+                time.sleep(0.5)
+        except Exception as error:  # the API server may be gone already
+            progress(f"could not delete the pods: {error}")
+        finally:
+            api.close()
+
+    def remove(self) -> list[str]:
+        problems = self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return problems
+
+    def describe(self) -> str:
+        """A summary for a failure message: the components' log tails."""
+        return json.dumps(
+            {name: process.log_tail(15) for name, process in self.processes.items()}, indent=1
+        )
