@@ -58,7 +58,7 @@ def progress(message: str) -> None:
 
 
 @contextmanager
-def _locked(name: str) -> Iterator[None]:
+def locked(name: str) -> Iterator[None]:
     lock_path = cache_dir() / "locks" / f"{name}.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
@@ -150,7 +150,7 @@ class GoTool:
             binary.touch()  # in use: see STALE_AFTER_SECONDS
             return binary
         go = require("go")
-        with _locked(self.name):
+        with locked(self.name):
             if binary.exists():
                 return binary
             progress(f"building {self.name} from its Go module (first run only; several minutes)")
@@ -234,7 +234,7 @@ def maven_libs(name: str, what: str) -> Path:
         return libs
     require("java")
     mvn = require("mvn")
-    with _locked(name):
+    with locked(name):
         if (libs.parent / "complete").exists():
             return libs
         progress(f"resolving {what} from Maven Central (first run only)")

@@ -125,6 +125,14 @@ state = "{self.state}"
         the images."""
         self.ctr("images", "import", str(archive))
 
+    def remove_images(self, repository: str, keep: str) -> None:
+        """Remove the images of `repository` but `keep` (containerd then collects their
+        content)."""
+        names = self.ctr("images", "list", "--quiet").split()
+        stale = [name for name in names if name.startswith(f"{repository}:") and name != keep]
+        if stale:
+            self.ctr("images", "remove", *stale)
+
     def _shims(self) -> list[int]:
         """The runc shims this containerd started: they outlive it by design."""
         address = str(self.socket).encode()

@@ -27,8 +27,8 @@ from pathlib import Path
 from kafka_mirror.devstack.builds import (
     REPO_ROOT,
     GoTool,
-    _locked,
     cache_dir,
+    locked,
     progress,
     require,
     spark_kafka_jars,
@@ -97,7 +97,7 @@ def _ensure(image: str, what: str, make: Callable[[], None]) -> str:
     """`image`, made by `make` unless the store has it (once, under a lock)."""
     if _has(image):
         return image
-    with _locked("images"):
+    with locked("images"):
         if not _has(image):
             progress(f"making {what} (first run only)")
             started = time.monotonic()
@@ -224,7 +224,8 @@ def project_image() -> str:
 
 
 def load(containerd: Containerd, image: str) -> None:
-    """Put `image` into the node's image store (unless it is there), through an archive."""
+    """Put `image` into the node's image store (unless it is there), through an archive, in
+    place of the other tags of its repository (older builds)."""
     if containerd.has_image(image):
         return
     started = time.monotonic()
@@ -232,4 +233,6 @@ def load(containerd: Containerd, image: str) -> None:
         archive = Path(scratch) / "image.tar"
         _buildah("push", "--quiet", image, f"docker-archive:{archive}:{image}")
         containerd.import_image(archive)
+    repository = image.rsplit(":", 1)[0]
+    containerd.remove_images(repository, keep=image)
     progress(f"loaded {image} into the node's containerd in {time.monotonic() - started:.0f}s")

@@ -17,7 +17,6 @@ server. What the node changes on the host is recorded first and restored by `sto
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -199,7 +198,9 @@ class KubeNode:
         assert self.containerd is not None
         resolv = self.workdir / "config" / "resolv.conf"
         resolv.parent.mkdir(parents=True, exist_ok=True)
-        resolv.write_text("")  # pods get no DNS server: their traffic stays here
+        # No DNS server for pods (their own loopback, where none listens): without a
+        # nameserver here containerd would give them the host's, unreachable from the bridge.
+        resolv.write_text("nameserver 127.0.0.1\n")
         config = self._write(
             "kubelet.yaml",
             {
@@ -241,6 +242,7 @@ class KubeNode:
             f"--config={config}",
             f"--kubeconfig={kubeconfig}",
             f"--root-dir={self.workdir / 'kubelet'}",
+            f"--cert-dir={self.workdir / 'kubelet' / 'pki'}",  # not under --root-dir by default
             f"--hostname-override={NODE_NAME}",
             f"--node-ip={GATEWAY}",
         ]
@@ -366,9 +368,3 @@ class KubeNode:
         problems = self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
         return problems
-
-    def describe(self) -> str:
-        """A summary for a failure message: the components' log tails."""
-        return json.dumps(
-            {name: process.log_tail(15) for name, process in self.processes.items()}, indent=1
-        )
