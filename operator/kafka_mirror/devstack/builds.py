@@ -197,6 +197,8 @@ KUBE_CONTROLLER_MANAGER = _kubernetes_command("kube-controller-manager")
 KUBE_SCHEDULER = _kubernetes_command("kube-scheduler")
 KUBE_PROXY = _kubernetes_command("kube-proxy")
 NODE_TOOLS = (KUBELET, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY)
+# The node's pod sandbox process (its image: devstack/images.py).
+PAUSE = GoTool("pause", ".")
 KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
 # Lints the kind e2e's GitHub workflow (which cannot run here).
@@ -274,6 +276,6 @@ def ensure_all() -> None:
     """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
     kafka_libs()
     spark_kafka_jars()
-    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT):
+    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT, *NODE_TOOLS, PAUSE):
         tool.ensure()
     prometheus_operator_crds()

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kafka_mirror.devstack.builds import (
+    PAUSE,
     REPO_ROOT,
-    GoTool,
     cache_dir,
     locked,
     progress,
@@ -35,7 +35,6 @@ from kafka_mirror.devstack.builds import (
 )
 from kafka_mirror.devstack.containerd import Containerd
 
-PAUSE = GoTool("pause", ".")
 SUITE = "bookworm"  # python:3.11-slim-bookworm's Debian; its python3 is 3.11
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 VENV = "/opt/python"

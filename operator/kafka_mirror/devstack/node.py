@@ -19,13 +19,14 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 import yaml
 from kubernetes import client
@@ -104,6 +105,15 @@ def install_prerequisites() -> None:
             )
 
 
+def prepare() -> tuple[str, str]:
+    """Install and build what a node needs (first run only): the packages, the tools, and the
+    images; returns the sandbox image and the project's image."""
+    install_prerequisites()
+    for tool in NODE_TOOLS:
+        tool.ensure()
+    return images.pause_image(), images.project_image()
+
+
 def _node_dir() -> Path:
     return cache_dir() / "node"
 
@@ -145,10 +155,7 @@ class KubeNode:
         self._lock = lock
 
     def start(self, timeout: float = 180.0) -> KubeNode:
-        install_prerequisites()
-        for tool in NODE_TOOLS:
-            tool.ensure()  # built before any timer starts
-        sandbox, self.image = images.pause_image(), images.project_image()
+        sandbox, self.image = prepare()  # before any timer starts
         self._take_lock()
         hoststate.restore(self.record)  # a node that did not stop cleanly
         hoststate.record(self.record, BRIDGE)
@@ -368,3 +375,27 @@ class KubeNode:
         problems = self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
         return problems
+
+
+def run_until_stopped(out: TextIO) -> None:
+    """`kafka-mirror dev node`: a node in the foreground, its exports printed, until Ctrl-C or
+    SIGTERM; then the host is restored."""
+    node = KubeNode(_node_dir() / "run")
+    shutil.rmtree(node.workdir, ignore_errors=True)  # a run that did not stop cleanly
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    node.start()
+    try:
+        print(f"export KUBECONFIG={node.kubeconfig}", file=out)
+        print(f"export KAFKA_MIRROR_NODE_IMAGE={node.image}", file=out, flush=True)
+        progress(f"node {NODE_NAME} runs (pods reach this host at {GATEWAY}); Ctrl-C stops it")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.remove()
+        progress("node stopped, host restored")
