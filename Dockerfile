@@ -4,7 +4,8 @@
 #   docker build -t kafka-mirror-operator:dev .
 #
 # The base images are build arguments, so a machine that reaches no image registry builds from
-# local ones (`kafka-mirror dev image` makes them from Debian's packages: devstack/images.py):
+# local ones (the dev stack makes them from Debian's packages and builds this file on them with
+# buildah: operator/kafka_mirror/devstack/images.py, docs/dev-stack.md):
 #   PYTHON_IMAGE  the runtime's base: a Debian bookworm with Python 3.11 whose `pip` is on PATH
 #   MAVEN_IMAGE   the Maven and JDK 17 that resolve Spark's Kafka source
 #   SPARK_JARS    an image holding those jars in /jars instead (the Maven stage then is skipped)
@@ -32,11 +33,12 @@ FROM ${PYTHON_IMAGE}
 
 # Keep in step with pyproject.toml's version (tests/unit/test_shipping_lint.py checks it).
 ARG VERSION=0.1.0
+ARG PYTHON_IMAGE
 LABEL org.opencontainers.image.title="kafka-mirror-operator" \
       org.opencontainers.image.description="Kubernetes operator for Kafka topic mirroring, compatible with MirrorMaker 2" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm"
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 
 # PySpark (the audit) needs a Java 17 runtime. Debian's security updates replace package
 # versions, so pinning one would break the build (DL3008). The slim image lacks the man

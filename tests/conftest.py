@@ -22,8 +22,9 @@ from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
-from kafka_mirror.devstack.node import KubeNode, unavailable_reason
+from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.devstack.prerequisites import unavailable_reason
 from kafka_mirror.kube import api_client, install_crds
 from tests.helpers.faults import Outcome
 from tests.helpers.kubectl import Kubectl

@@ -29,9 +29,9 @@ def _dev(args: argparse.Namespace) -> None:
 
     if args.action == "build":
         builds.ensure_all()
-        from kafka_mirror.devstack import node
+        from kafka_mirror.devstack import node, prerequisites
 
-        if reason := node.unavailable_reason():
+        if reason := prerequisites.unavailable_reason():
             print(f"the real node's images are not made here: {reason}", file=sys.stderr)
         else:
             node.prepare()

@@ -17,11 +17,9 @@ server. What the node changes on the host is recorded first and restored by `sto
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -38,12 +36,12 @@ from kafka_mirror.devstack.builds import (
     KUBE_SCHEDULER,
     KUBELET,
     NODE_TOOLS,
-    MissingPrerequisite,
     cache_dir,
     progress,
 )
-from kafka_mirror.devstack.containerd import CNI_BIN_DIR, Containerd, cni_config
+from kafka_mirror.devstack.containerd import Containerd, cni_config
 from kafka_mirror.devstack.kube import KubeApiServer
+from kafka_mirror.devstack.prerequisites import install_prerequisites
 from kafka_mirror.devstack.processes import ServerProcess, free_port
 from kafka_mirror.kube import api_client
 
@@ -51,58 +49,7 @@ NODE_NAME = "kafka-mirror-node"
 BRIDGE = "kmirror0"
 POD_SUBNET = "10.244.0.0/24"
 GATEWAY = "10.244.0.1"  # the bridge's address: the node's InternalIP, the host as pods see it
-# What the node runs, by the Debian package that brings it (apt-get installs the missing ones).
-PACKAGES = {
-    "containerd": "containerd",
-    "ctr": "containerd",
-    "runc": "runc",
-    f"{CNI_BIN_DIR}/bridge": "containernetworking-plugins",
-    "iptables": "iptables",
-    "buildah": "buildah",
-    "debootstrap": "debootstrap",
-}
 _EGRESS_RULE = ["FORWARD", "-s", POD_SUBNET, "!", "-o", BRIDGE, "-j", "DROP"]
-
-
-def _missing_packages() -> list[str]:
-    missing = {
-        package
-        for command, package in PACKAGES.items()
-        if not (Path(command).exists() if command.startswith("/") else shutil.which(command))
-    }
-    return sorted(missing)
-
-
-def unavailable_reason() -> str | None:
-    """Why no node can run on this machine, or None when one can."""
-    if sys.platform != "linux":
-        return "a node needs Linux (containers, a bridge, iptables)"
-    if os.geteuid() != 0:
-        return "a node needs root (containerd, the pods' bridge, iptables, cgroups)"
-    missing = _missing_packages()
-    if missing and not shutil.which("apt-get"):
-        return f"a node needs {', '.join(missing)}: install them with your package manager"
-    return None
-
-
-def install_prerequisites() -> None:
-    """Install the Debian packages the node needs and lacks (first run only)."""
-    if reason := unavailable_reason():
-        raise MissingPrerequisite(reason)
-    missing = _missing_packages()
-    if not missing:
-        return
-    progress(f"installing {' '.join(missing)} with apt-get (first run only)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    apt = ["apt-get", "-q", "-y", "--no-install-recommends"]
-    for command in (["apt-get", "-q", "update"], [*apt, "install", *missing]):
-        result = subprocess.run(command, env=env, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise MissingPrerequisite(
-                f"`{' '.join(command)}` failed; install {' '.join(missing)} by hand:\n"
-                + result.stdout[-2000:]
-                + result.stderr[-2000:]
-            )
 
 
 def prepare() -> tuple[str, str]:
