@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_mirror.devstack.builds import progress
 from kafka_mirror.devstack.processes import ServerProcess, stop_pid
 
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
@@ -125,13 +127,27 @@ state = "{self.state}"
         the images."""
         self.ctr("images", "import", str(archive))
 
-    def remove_images(self, repository: str, keep: str) -> None:
-        """Remove the images of `repository` but `keep` (containerd then collects their
-        content)."""
-        names = self.ctr("images", "list", "--quiet").split()
-        stale = [name for name in names if name.startswith(f"{repository}:") and name != keep]
+    def keep_only(self, images: Collection[str]) -> None:
+        """Remove every image but `images` (older builds), with the references the CRI plugin
+        adds to each (by digest and by ID), and collect their content and layers now."""
+        targets = {}  # reference → the manifest it names
+        for line in self.ctr("images", "list").splitlines()[1:]:
+            reference, _, digest = line.split()[:3]
+            targets[reference] = digest
+        kept = {targets[image] for image in images}
+        stale = [reference for reference, digest in targets.items() if digest not in kept]
         if stale:
-            self.ctr("images", "remove", *stale)
+            self.ctr("images", "remove", "--sync", *stale)
+
+    def remove_containers(self) -> None:
+        """Forget every container and its writable layer, once the kubelet has stopped: the
+        store outlives the run, and a stopped pod's record would keep its image's layers from
+        ever being collected."""
+        for task in self.ctr("tasks", "list", "--quiet").split():
+            self.ctr("tasks", "delete", "--force", task)
+        containers = self.ctr("containers", "list", "--quiet").split()
+        if containers:
+            self.ctr("containers", "delete", *containers)
 
     def _shims(self) -> list[int]:
         """The runc shims this containerd started: they outlive it by design."""
@@ -148,6 +164,10 @@ state = "{self.state}"
 
     def stop(self) -> None:
         if self.process is not None:
+            try:
+                self.remove_containers()
+            except RuntimeError as error:  # containerd itself failed: nothing to keep tidy
+                progress(f"containers not removed: {error}")
             self.process.stop()
         for pid in self._shims():
             stop_pid(pid)

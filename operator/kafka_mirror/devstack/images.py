@@ -223,8 +223,7 @@ def project_image() -> str:
 
 
 def load(containerd: Containerd, image: str) -> None:
-    """Put `image` into the node's image store (unless it is there), through an archive, in
-    place of the other tags of its repository (older builds)."""
+    """Put `image` into the node's image store (unless it is there), through an archive."""
     if containerd.has_image(image):
         return
     started = time.monotonic()
@@ -232,6 +231,4 @@ def load(containerd: Containerd, image: str) -> None:
         archive = Path(scratch) / "image.tar"
         _buildah("push", "--quiet", image, f"docker-archive:{archive}:{image}")
         containerd.import_image(archive)
-    repository = image.rsplit(":", 1)[0]
-    containerd.remove_images(repository, keep=image)
     progress(f"loaded {image} into the node's containerd in {time.monotonic() - started:.0f}s")

@@ -115,6 +115,7 @@ class KubeNode:
             self.containerd.start(cni_config(BRIDGE, POD_SUBNET, GATEWAY, ipam))
             for image in (sandbox, self.image):
                 images.load(self.containerd, image)
+            self.containerd.keep_only((sandbox, self.image))
             self._start("kubelet", self._kubelet_command())
             self._start("kube-controller-manager", self._controller_manager_command())
             self._start("kube-scheduler", self._scheduler_command())
