@@ -169,5 +169,8 @@ state = "{self.state}"
             except RuntimeError as error:  # containerd itself failed: nothing to keep tidy
                 progress(f"containers not removed: {error}")
             self.process.stop()
+        self.stop_shims()
+
+    def stop_shims(self) -> None:
         for pid in self._shims():
             stop_pid(pid)

@@ -9,9 +9,12 @@ once, so a second start after a crash keeps the values from before the first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -151,13 +154,26 @@ def _remove_path(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _remove_cgroup(cgroup: Path) -> None:
-    """A cgroup and its children, deepest first (rmdir of an empty cgroup; no rm -r there)."""
+def _remove_cgroup(cgroup: Path, timeout: float = 10.0) -> None:
+    """A cgroup and its children, deepest first (rmdir of an empty cgroup; no rm -r there).
+    Processes still in it are the node's containers, orphaned when a node was killed with its
+    shims: they are killed first, and a cgroup is busy until they have exited."""
     if not cgroup.is_dir():
         return
-    for child in sorted((p for p in cgroup.rglob("*") if p.is_dir()), reverse=True):
-        os.rmdir(child)
-    os.rmdir(cgroup)
+    children = sorted((p for p in cgroup.rglob("*") if p.is_dir()), reverse=True)
+    for directory in [*children, cgroup]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for pid in (directory / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            try:
+                os.rmdir(directory)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 def restore(path: Path) -> list[str]:

@@ -28,6 +28,7 @@ from typing import IO, Any, TextIO
 
 import yaml
 from kubernetes import client
+from pydantic import BaseModel
 
 from kafka_mirror.devstack import hoststate, images
 from kafka_mirror.devstack.builds import (
@@ -42,7 +43,7 @@ from kafka_mirror.devstack.builds import (
 from kafka_mirror.devstack.containerd import Containerd, cni_config
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.prerequisites import install_prerequisites
-from kafka_mirror.devstack.processes import ServerProcess, free_port
+from kafka_mirror.devstack.processes import ServerProcess, free_port, stop_pid
 from kafka_mirror.kube import api_client
 
 NODE_NAME = "kafka-mirror-node"
@@ -63,6 +64,21 @@ def prepare() -> tuple[str, str]:
 
 def _node_dir() -> Path:
     return cache_dir() / "node"
+
+
+def _executable(pid: int) -> str | None:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return None
+
+
+class _Running(BaseModel):
+    """What a node has running, so that the next start stops it if this one never stops
+    (its process was killed)."""
+
+    workdir: Path
+    processes: dict[int, str]  # pid → its executable
 
 
 @dataclass
@@ -89,6 +105,34 @@ class KubeNode:
     def record(self) -> Path:
         return _node_dir() / "host-record.json"
 
+    @property
+    def running(self) -> Path:
+        return _node_dir() / "running.json"
+
+    def _remember(self) -> None:
+        started = [
+            self.apiserver.etcd,
+            self.apiserver.apiserver,
+            self.containerd.process if self.containerd else None,
+            *self.processes.values(),
+        ]
+        processes = {p.pid: p.command[0] for p in started if p is not None and p.pid}
+        state = _Running(workdir=self.workdir, processes=processes)
+        self.running.write_text(state.model_dump_json())
+
+    def _stop_leftovers(self) -> None:
+        """Stop what a node that never stopped left running (its processes, by pid while they
+        run the same executable, and its containers' shims) and unmount what it mounted."""
+        if not self.running.exists():
+            return
+        left = _Running.model_validate_json(self.running.read_text())
+        for pid, executable in left.processes.items():
+            if _executable(pid) == executable:
+                stop_pid(pid)
+        Containerd(_node_dir() / "containerd", left.workdir, "").stop_shims()
+        hoststate.unmount_below(left.workdir)
+        self.running.unlink()
+
     def _take_lock(self) -> None:
         """One node per machine: the bridge, the egress rule and the fixed paths are shared."""
         path = cache_dir() / "locks" / "node.lock"
@@ -104,15 +148,19 @@ class KubeNode:
     def start(self, timeout: float = 180.0) -> KubeNode:
         sandbox, self.image = prepare()  # before any timer starts
         self._take_lock()
-        hoststate.restore(self.record)  # a node that did not stop cleanly
+        self._stop_leftovers()  # of a node that did not stop cleanly
+        for problem in hoststate.restore(self.record):
+            progress(f"not restored after the last node: {problem}")
         hoststate.record(self.record, BRIDGE)
         started = time.monotonic()
         try:
             self._network()
             self.apiserver.start(timeout)
+            self._remember()
             self.containerd = Containerd(_node_dir() / "containerd", self.workdir, sandbox)
             ipam = self.workdir / "ipam"
             self.containerd.start(cni_config(BRIDGE, POD_SUBNET, GATEWAY, ipam))
+            self._remember()
             for image in (sandbox, self.image):
                 images.load(self.containerd, image)
             self.containerd.keep_only((sandbox, self.image))
@@ -142,6 +190,7 @@ class KubeNode:
         process = ServerProcess(name, command, self.workdir / "logs" / f"{name}.log")
         process.start()
         self.processes[name] = process
+        self._remember()
 
     def _write(self, name: str, document: dict[str, Any]) -> Path:
         path = self.workdir / "config" / name
@@ -287,6 +336,7 @@ class KubeNode:
             self.containerd.stop()
         self.apiserver.stop()
         hoststate.unmount_below(self.workdir)
+        self.running.unlink(missing_ok=True)
         problems = hoststate.restore(self.record)
         if self._lock is not None:
             self._lock.close()
