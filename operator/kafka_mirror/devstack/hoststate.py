@@ -57,11 +57,15 @@ def _sysctl_path(name: str) -> Path:
 
 
 def _table_rules(command: str, table: str) -> str:
-    """A table's rules as iptables-save prints them, less comments and packet counters; "" for
-    a table with no rule, no chain of its own and every policy ACCEPT (as good as none)."""
     saved = subprocess.run(
         [f"{command}-save", "-t", table], capture_output=True, text=True, check=False
     ).stdout
+    return comparable_rules(saved)
+
+
+def comparable_rules(saved: str) -> str:
+    """A table as iptables-save prints it, less comments and packet counters; "" for a table
+    with no rule, no chain of its own and every policy ACCEPT (as good as none)."""
     lines = [
         line.split(" [", 1)[0] if line.startswith(":") else line
         for line in saved.splitlines()

@@ -174,7 +174,7 @@ def spark_jars_image() -> str:
     return _ensure(image, "the Spark jars image", make)
 
 
-def _context_files() -> list[Path]:
+def context_files() -> list[Path]:
     """The files the Dockerfile may copy: what .dockerignore lets through, less bytecode."""
     allowed = (REPO_ROOT / ".dockerignore").read_text().splitlines()
     files: list[Path] = []
@@ -193,7 +193,7 @@ def _context_files() -> list[Path]:
 def project_image() -> str:
     """The project's image, built from the Dockerfile on the local bases."""
     bases = {"PYTHON_IMAGE": python_base(), "SPARK_JARS": spark_jars_image()}
-    files = [REPO_ROOT / "Dockerfile", REPO_ROOT / ".dockerignore", *_context_files()]
+    files = [REPO_ROOT / "Dockerfile", REPO_ROOT / ".dockerignore", *context_files()]
     inputs = [part for f in files for part in (str(f.relative_to(REPO_ROOT)), f.read_bytes())]
     image = f"{PROJECT_REPOSITORY}:dev-{_digest(*bases.values(), *inputs)}"
 
