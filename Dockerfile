@@ -2,27 +2,43 @@
 # check are all `kafka-mirror <command>` (the chart, the worker Deployments and the audit CronJob
 # set `command: ["kafka-mirror"]`). Build from the repository root:
 #   docker build -t kafka-mirror-operator:dev .
+#
+# The base images are build arguments, so a machine that reaches no image registry builds from
+# local ones (the dev stack makes them from Debian's packages and builds this file on them with
+# buildah: operator/kafka_mirror/devstack/images.py, docs/dev-stack.md):
+#   PYTHON_IMAGE  the runtime's base: a Debian bookworm with Python 3.11 whose `pip` is on PATH
+#   MAVEN_IMAGE   the Maven and JDK 17 that resolve Spark's Kafka source
+#   SPARK_JARS    an image holding those jars in /jars instead (the Maven stage then is skipped)
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
+ARG SPARK_JARS=spark-jars-maven
 
 # Stage 1: Spark's Kafka source and the jars it needs beyond PySpark's own, resolved from the
 # same pom and Maven settings as the dev stack (kafka_mirror.devstack.builds.maven_libs), so the
 # image audits with the jars the tests use.
-FROM maven:3.9-eclipse-temurin-17 AS spark-jars
+FROM ${MAVEN_IMAGE} AS spark-jars-maven
 WORKDIR /build
 COPY dev/maven/settings.xml dev/maven/settings.xml
 COPY dev/maven/spark-kafka/pom.xml dev/maven/spark-kafka/pom.xml
 RUN mvn -B -q -f dev/maven/spark-kafka/pom.xml --global-settings dev/maven/settings.xml \
         dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars
 
+# The jars the runtime takes: the stage above, or the SPARK_JARS image.
+# hadolint ignore=DL3006
+FROM ${SPARK_JARS} AS spark-jars
+
 # Stage 2: the runtime.
-FROM python:3.11-slim-bookworm
+# hadolint ignore=DL3006
+FROM ${PYTHON_IMAGE}
 
 # Keep in step with pyproject.toml's version (tests/unit/test_shipping_lint.py checks it).
 ARG VERSION=0.1.0
+ARG PYTHON_IMAGE
 LABEL org.opencontainers.image.title="kafka-mirror-operator" \
       org.opencontainers.image.description="Kubernetes operator for Kafka topic mirroring, compatible with MirrorMaker 2" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm"
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 
 # PySpark (the audit) needs a Java 17 runtime. Debian's security updates replace package
 # versions, so pinning one would break the build (DL3008). The slim image lacks the man

@@ -32,7 +32,8 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 ## Install Kafka, Spark's Kafka jars, etcd, kube-apiserver, kubectl, Helm and actionlint into the
-## cache (first run: ~21 minutes).
+## cache (first run: ~21 minutes), and the real node's kubelet, controllers and kube-proxy, and
+## (as root) its packages and images (docs/dev-stack.md).
 build: $(STAMP)
 	$(BIN)/kafka-mirror dev build
 

@@ -22,7 +22,9 @@ from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
+from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.devstack.prerequisites import unavailable_reason
 from kafka_mirror.kube import api_client, install_crds
 from tests.helpers.faults import Outcome
 from tests.helpers.kubectl import Kubectl
@@ -93,14 +95,18 @@ def kube_api(kube_apiserver: KubeApiServer) -> Iterator[client.ApiClient]:
     api.close()
 
 
-@pytest.fixture
-def namespace(kube_api: client.ApiClient) -> Iterator[str]:
-    """A fresh namespace for one test."""
+def _fresh_namespace(api: client.ApiClient) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
-    core = client.CoreV1Api(kube_api)
+    core = client.CoreV1Api(api)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def namespace(kube_api: client.ApiClient) -> Iterator[str]:
+    """A fresh namespace for one test."""
+    yield from _fresh_namespace(kube_api)
 
 
 @pytest.fixture(scope="session")
@@ -199,3 +205,32 @@ def outcomes() -> Iterator[list[Outcome]]:
         )
     if target := os.environ.get("FAULT_FIGURES"):
         Path(target).write_text(json.dumps([asdict(row) for row in rows], indent=2))
+
+
+@pytest.fixture(scope="session")
+def kube_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeNode]:
+    """A real single-node cluster (kubelet, controllers, scheduler, kube-proxy, containerd)
+    with the project's image in its store. Skipped where no node can run, except in CI."""
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI requires the real node, which cannot run here: {reason}")
+        pytest.skip(reason)
+    node = KubeNode(tmp_path_factory.mktemp("kube-node")).start()
+    yield node
+    problems = node.remove()
+    assert not problems, f"the node left the host changed: {problems}"
+
+
+@pytest.fixture(scope="session")
+def node_api(kube_node: KubeNode) -> Iterator[client.ApiClient]:
+    """An admin client of the node's API server."""
+    api = api_client(kube_node.kubeconfig)
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def node_namespace(node_api: client.ApiClient) -> Iterator[str]:
+    """A fresh namespace on the node's API server for one test."""
+    yield from _fresh_namespace(node_api)

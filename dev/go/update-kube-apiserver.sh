@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates dev/go/kube-apiserver/go.mod for a Kubernetes release.
+# Regenerates dev/go/kube-apiserver/go.mod for a Kubernetes release: kube-apiserver and the
+# node's kubelet, kube-controller-manager, kube-scheduler and kube-proxy, from one k8s.io/kubernetes.
 # k8s.io/kubernetes requires its staging modules at v0.0.0 with local replaces, which Go
 # ignores in a dependency; so this module replaces each one with its published v0.X.Y tag.
 # Usage: dev/go/update-kube-apiserver.sh 1.35.4
@@ -16,6 +17,8 @@ printf 'module kafkamirror.dev/build/kube-apiserver\n\n%s\n' "$go_line" > go.mod
 grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$kk_mod" | awk '{print $1}' | while read -r mod; do
   go mod edit -replace "${mod}=${mod}@${staging_version}"
 done
-go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@v${version}"
+for command in kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy; do
+  go get -tool "k8s.io/kubernetes/cmd/${command}@v${version}"
+done
 go mod tidy
 echo "updated $here/go.mod for Kubernetes ${version}"

@@ -29,6 +29,17 @@ def _dev(args: argparse.Namespace) -> None:
 
     if args.action == "build":
         builds.ensure_all()
+        from kafka_mirror.devstack import node, prerequisites
+
+        if reason := prerequisites.unavailable_reason():
+            print(f"the real node's images are not made here: {reason}", file=sys.stderr)
+        else:
+            node.prepare()
+        return
+    if args.action == "node":
+        from kafka_mirror.devstack import node
+
+        node.run_until_stopped(sys.stdout)
         return
     if args.action == "manifests":
         import tempfile
@@ -140,10 +151,11 @@ def parser() -> argparse.ArgumentParser:
     dev = commands.add_parser("dev", help="the local stack: Kafka A and B, kube-apiserver, Helm")
     dev.add_argument(
         "action",
-        choices=["up", "down", "env", "build", "manifests"],
+        choices=["up", "down", "env", "build", "manifests", "node"],
         help="up: start (idempotent) and print exports; env: print exports; down: stop; "
         "build: only install the parts into the cache; manifests: render deploy/base/install.yaml "
-        "from the Helm chart",
+        "from the Helm chart; node: run a real single-node cluster (root) in the foreground "
+        "until Ctrl-C, and restore the host",
     )
     dev.set_defaults(handler=_dev)
 

@@ -1,5 +1,6 @@
 """Install the real parts of the dev stack into the user cache: Kafka's jars from Maven Central,
-etcd, kube-apiserver, kubectl and Helm built from their pinned Go modules under `dev/`.
+etcd, kube-apiserver (and the node's kubelet, controller manager, scheduler and kube-proxy),
+kubectl and Helm built from their pinned Go modules under `dev/`.
 
 Each artifact's cache key is a hash of the files that pin it, so a version bump rebuilds and an
 unchanged pin is reused. Builds take a file lock, so parallel callers build once.
@@ -57,7 +58,7 @@ def progress(message: str) -> None:
 
 
 @contextmanager
-def _locked(name: str) -> Iterator[None]:
+def locked(name: str) -> Iterator[None]:
     lock_path = cache_dir() / "locks" / f"{name}.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
@@ -113,18 +114,24 @@ def _kubernetes_version_flags(module: str) -> Callable[[Path], str]:
     return flags
 
 
+# Several checkouts of the repository (git worktrees) share the cache and may pin different
+# versions: a binary of another pin is removed only once nobody has used it for this long.
+STALE_AFTER_SECONDS = 14 * 24 * 3600
+
+
 @dataclass(frozen=True)
 class GoTool:
-    """A binary built from the module in `dev/go/<module>`, which pins it with a tool line (or,
-    with package ".", carries the main package itself)."""
+    """A binary built from the module in `dev/go/<module>` (by default the tool's own name),
+    which pins it with a tool line (or, with package ".", carries the main package itself)."""
 
     name: str
     package: str
     stamp_version: Callable[[Path], str] | None = None
+    module: str | None = None
 
     @property
     def module_dir(self) -> Path:
-        return DEV_DIR / "go" / self.name
+        return DEV_DIR / "go" / (self.module or self.name)
 
     def ldflags(self) -> str:
         stamp = self.stamp_version(self.module_dir) if self.stamp_version else ""
@@ -140,9 +147,10 @@ class GoTool:
     def ensure(self) -> Path:
         binary = self.path()
         if binary.exists():
+            binary.touch()  # in use: see STALE_AFTER_SECONDS
             return binary
         go = require("go")
-        with _locked(self.name):
+        with locked(self.name):
             if binary.exists():
                 return binary
             progress(f"building {self.name} from its Go module (first run only; several minutes)")
@@ -161,19 +169,36 @@ class GoTool:
                 env=env,
             )
             partial.rename(binary)
-            for stale in binary.parent.glob(f"{self.name}-*"):
-                if stale != binary:  # built from an older pin
-                    stale.unlink()
+            for other in binary.parent.glob(f"{self.name}-*"):
+                if time.time() - other.stat().st_mtime > STALE_AFTER_SECONDS:
+                    other.unlink()  # built from a pin nobody has used lately
             progress(f"built {self.name} in {time.monotonic() - started:.0f}s: {binary}")
         return binary
 
 
 ETCD = GoTool("etcd", "go.etcd.io/etcd/server/v3")
-KUBE_APISERVER = GoTool(
-    "kube-apiserver",
-    "k8s.io/kubernetes/cmd/kube-apiserver",
-    _kubernetes_version_flags("k8s.io/kubernetes"),
-)
+
+
+def _kubernetes_command(name: str) -> GoTool:
+    """One of Kubernetes' commands, from the same pinned k8s.io/kubernetes module (and go.sum)
+    as kube-apiserver, so a node runs the API server's release."""
+    return GoTool(
+        name,
+        f"k8s.io/kubernetes/cmd/{name}",
+        _kubernetes_version_flags("k8s.io/kubernetes"),
+        module="kube-apiserver",
+    )
+
+
+KUBE_APISERVER = _kubernetes_command("kube-apiserver")
+# The node's parts (devstack/node.py).
+KUBELET = _kubernetes_command("kubelet")
+KUBE_CONTROLLER_MANAGER = _kubernetes_command("kube-controller-manager")
+KUBE_SCHEDULER = _kubernetes_command("kube-scheduler")
+KUBE_PROXY = _kubernetes_command("kube-proxy")
+NODE_TOOLS = (KUBELET, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY)
+# The node's pod sandbox process (its image: devstack/images.py).
+PAUSE = GoTool("pause", ".")
 KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
 # Lints the kind e2e's GitHub workflow (which cannot run here).
@@ -211,7 +236,7 @@ def maven_libs(name: str, what: str) -> Path:
         return libs
     require("java")
     mvn = require("mvn")
-    with _locked(name):
+    with locked(name):
         if (libs.parent / "complete").exists():
             return libs
         progress(f"resolving {what} from Maven Central (first run only)")
@@ -251,6 +276,6 @@ def ensure_all() -> None:
     """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
     kafka_libs()
     spark_kafka_jars()
-    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT):
+    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT, *NODE_TOOLS, PAUSE):
         tool.ensure()
     prometheus_operator_crds()

@@ -57,16 +57,20 @@ class ClusterCertificates:
         return all(path.exists() for path in (*files, self.client_key))
 
 
-def ensure_cluster_certificates(directory: Path, alias: str) -> ClusterCertificates:
+def ensure_cluster_certificates(
+    directory: Path, alias: str, host: str = "127.0.0.1"
+) -> ClusterCertificates:
     """The cluster's certificates, generated on first use and kept, so that a restarted broker
-    serves the certificates its clients already trust."""
+    serves the certificates its clients already trust. The broker's names `host` too."""
     files = ClusterCertificates(directory)
     if files.complete():
         return files
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca = certificate_authority(f"kafka-mirror dev CA {alias}")
+    address = x509.IPAddress(ipaddress.IPv4Address(host))
+    names = LOOPBACK if address in LOOPBACK else [*LOOPBACK, address]
     broker_key, broker = issue_certificate(
-        ca, ca_key, f"kafka-{alias.lower()} broker", ExtendedKeyUsageOID.SERVER_AUTH, LOOPBACK
+        ca, ca_key, f"kafka-{alias.lower()} broker", ExtendedKeyUsageOID.SERVER_AUTH, names
     )
     client_key, client = issue_certificate(
         ca, ca_key, "kafka-mirror dev client", ExtendedKeyUsageOID.CLIENT_AUTH, []
@@ -102,8 +106,13 @@ def certificate_authority(
     return key, certificate
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
+    """A subject: Kubernetes takes a client certificate's CN as the user name and each O as one
+    of its groups."""
+    return x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        + [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    )
 
 
 def _builder(
@@ -141,11 +150,12 @@ def issue_certificate(
     common_name: str,
     usage: x509.ObjectIdentifier,
     alternative_names: list[x509.GeneralName],
+    organizations: tuple[str, ...] = (),
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     """A key and a certificate for it, signed by the CA, for one use (server or client)."""
     key = new_key()
     builder = (
-        _builder(_name(common_name), ca.subject, key.public_key())
+        _builder(_name(common_name, organizations), ca.subject, key.public_key())
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)

@@ -57,9 +57,11 @@ CONTROLLER_NODE = 1
 
 @dataclass(kw_only=True)
 class ClientPorts:
-    """A node's four client listeners on loopback ports (keyword-only, so that a subclass's
-    own fields keep their places)."""
+    """A node's four client listeners on `host` (loopback, or an address pods reach such as
+    the dev node's bridge: devstack.node.GATEWAY), listened on and advertised (keyword-only, so
+    that a subclass's own fields keep their places)."""
 
+    host: str = "127.0.0.1"
     port: int = field(default_factory=free_port)
     sasl_port: int = field(default_factory=free_port)
     ssl_port: int = field(default_factory=free_port)
@@ -68,10 +70,10 @@ class ClientPorts:
     @property
     def client_listeners(self) -> str:
         return (
-            f"PLAINTEXT://127.0.0.1:{self.port},"
-            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-            f"SSL://127.0.0.1:{self.ssl_port},"
-            f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
+            f"PLAINTEXT://{self.host}:{self.port},"
+            f"SASL_PLAINTEXT://{self.host}:{self.sasl_port},"
+            f"SSL://{self.host}:{self.ssl_port},"
+            f"SASL_SSL://{self.host}:{self.sasl_ssl_port}"
         )
 
 
@@ -131,13 +133,14 @@ class KafkaCluster(ClientPorts):
         first = KafkaNode(
             node_id=CONTROLLER_NODE,
             directory=self.workdir,
+            host=self.host,
             port=self.port,
             sasl_port=self.sasl_port,
             ssl_port=self.ssl_port,
             sasl_ssl_port=self.sasl_ssl_port,
         )
         others = [
-            KafkaNode(node_id=n, directory=self.workdir / f"node-{n}")
+            KafkaNode(node_id=n, directory=self.workdir / f"node-{n}", host=self.host)
             for n in range(2, self.brokers + 1)
         ]
         self.nodes = [first, *others]
@@ -153,7 +156,7 @@ class KafkaCluster(ClientPorts):
         return self.nodes[node_id - 1]
 
     def _servers(self, listener: str) -> str:
-        return ",".join(f"127.0.0.1:{getattr(node, listener)}" for node in self.nodes)
+        return ",".join(f"{self.host}:{getattr(node, listener)}" for node in self.nodes)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -300,7 +303,7 @@ class KafkaCluster(ClientPorts):
     def start(self, timeout: float = 120.0) -> None:
         libs = kafka_libs()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        ensure_cluster_certificates(self.certificates.directory, self.alias)
+        ensure_cluster_certificates(self.certificates.directory, self.alias, self.host)
         cluster_id = self._cluster_id()
         for node in self.nodes:
             self._start_node(libs, node, cluster_id)
@@ -314,7 +317,7 @@ class KafkaCluster(ClientPorts):
 
         for node in started:
             assert node.process is not None
-            node.process.wait_until(partial(port_open, node.port), timeout, "listening")
+            node.process.wait_until(partial(port_open, node.port, node.host), timeout, "listening")
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
 
         def serving() -> bool:

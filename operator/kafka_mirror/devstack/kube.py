@@ -3,10 +3,16 @@
 Certificates are made here: a CA, the server's certificate for 127.0.0.1, and the service-account
 signing key (TokenRequest works). The admin identity is a bearer token in the `system:masters`
 group, written into a kubeconfig for kubectl, the kubernetes client and kopf.
+
+With `for_node`, the same API server is configured as a cluster's (devstack/node.py): it listens
+on the node's bridge address (pods reach it there, through the `kubernetes` Service), admits
+pods with their ServiceAccount's token, authorizes kubelets with the Node authorizer, and issues
+client certificates for the node's components (`component_kubeconfig`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import shutil
 import ssl
@@ -16,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from kafka_mirror.devstack.builds import ETCD, KUBE_APISERVER
@@ -30,12 +38,42 @@ from kafka_mirror.devstack.certificates import (
 )
 from kafka_mirror.devstack.processes import ServerProcess, free_port, port_open
 
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+# The `kubernetes` Service's cluster IP (the range's first address): in-cluster clients connect
+# to it, so the node's API server certificate names it.
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+_SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc")
+
+
+def _kubeconfig(server: str, ca: Path, user: dict[str, str], name: str) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "dev", "cluster": {"server": server, "certificate-authority": str(ca)}}
+            ],
+            "users": [{"name": name, "user": user}],
+            "contexts": [
+                {"name": "dev", "context": {"cluster": "dev", "user": name, "namespace": "default"}}
+            ],
+            "current-context": "dev",
+        }
+    )
+
+
+# On by default in OpenShift: setting blockOwnerDeletion (kopf.adopt does) needs update on the
+# owner's finalizers, so the chart's RBAC is checked for it.
+OWNER_REFERENCES_ENFORCED = "OwnerReferencesPermissionEnforcement"
+
 
 @dataclass
 class KubeApiServer:
     """etcd and kube-apiserver in `workdir`, with `kubeconfig` for an admin."""
 
     workdir: Path
+    address: str = "127.0.0.1"
+    for_node: bool = False
     port: int = field(default_factory=free_port)
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
@@ -44,7 +82,7 @@ class KubeApiServer:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -54,17 +92,27 @@ class KubeApiServer:
     def pki(self) -> Path:
         return self.workdir / "pki"
 
+    def _server_names(self) -> list[x509.GeneralName]:
+        names = list(LOOPBACK)
+        if self.for_node:
+            addresses = {self.address, KUBERNETES_SERVICE_IP}
+            names += [x509.IPAddress(ipaddress.IPv4Address(a)) for a in sorted(addresses)]
+            names += [x509.DNSName(name) for name in _SERVICE_NAMES]
+        return names
+
     def _write_credentials(self) -> None:
         if (self.pki / "token.csv").exists() and (self.pki / "sa.pub").exists():
             return  # kept across restarts (a stack from before sa.pub is given new ones)
         self.pki.mkdir(parents=True, exist_ok=True)
         ca_key, ca = certificate_authority("kafka-mirror dev kube CA")
         server_key, server = issue_certificate(
-            ca, ca_key, "kube-apiserver", ExtendedKeyUsageOID.SERVER_AUTH, LOOPBACK
+            ca, ca_key, "kube-apiserver", ExtendedKeyUsageOID.SERVER_AUTH, self._server_names()
         )
         (self.pki / "ca.crt").write_text(certificate_pem(ca))
         (self.pki / "server.crt").write_text(certificate_pem(server))
         (self.pki / "server.key").write_text(key_pem(server_key))
+        if self.for_node:  # the node's components get client certificates from it
+            (self.pki / "ca.key").write_text(key_pem(ca_key))
         # The service-account key pair: tokens signed with ES256, checked with the public half.
         service_accounts = new_key()
         (self.pki / "sa.key").write_text(key_pem(service_accounts))
@@ -76,30 +124,31 @@ class KubeApiServer:
         token = secrets.token_hex(24)
         (self.pki / "token.csv").write_text(f'{token},admin,admin,"system:masters"\n')
         self.kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {
-                            "name": "dev",
-                            "cluster": {
-                                "server": self.url,
-                                "certificate-authority": str(self.pki / "ca.crt"),
-                            },
-                        }
-                    ],
-                    "users": [{"name": "admin", "user": {"token": token}}],
-                    "contexts": [
-                        {
-                            "name": "dev",
-                            "context": {"cluster": "dev", "user": "admin", "namespace": "default"},
-                        }
-                    ],
-                    "current-context": "dev",
-                }
-            )
+            _kubeconfig(self.url, self.pki / "ca.crt", {"token": token}, "admin")
         )
+
+    def client_certificate(self, user: str, groups: tuple[str, ...]) -> tuple[Path, Path]:
+        """A client certificate (and its key) for `user` in `groups`, signed by the API
+        server's client CA (an API server `for_node` only)."""
+        ca_key = serialization.load_pem_private_key((self.pki / "ca.key").read_bytes(), None)
+        ca = x509.load_pem_x509_certificate((self.pki / "ca.crt").read_bytes())
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        key, certificate = issue_certificate(
+            ca, ca_key, user, ExtendedKeyUsageOID.CLIENT_AUTH, [], organizations=groups
+        )
+        stem = self.pki / "clients" / user.replace(":", "-")
+        stem.parent.mkdir(exist_ok=True)
+        stem.with_suffix(".crt").write_text(certificate_pem(certificate))
+        stem.with_suffix(".key").write_text(key_pem(key))
+        return stem.with_suffix(".crt"), stem.with_suffix(".key")
+
+    def component_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig for one of the node's components, as `user` (its client certificate)."""
+        certificate, key = self.client_certificate(user, groups)
+        path = certificate.with_suffix(".kubeconfig")
+        credentials = {"client-certificate": str(certificate), "client-key": str(key)}
+        path.write_text(_kubeconfig(self.url, self.pki / "ca.crt", credentials, user))
+        return path
 
     def _etcd_command(self) -> list[str]:
         client = f"http://127.0.0.1:{self.etcd_port}"
@@ -127,19 +176,38 @@ class KubeApiServer:
             f"--client-ca-file={self.pki / 'ca.crt'}",
             f"--token-auth-file={self.pki / 'token.csv'}",
             f"--secure-port={self.port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
-            # On by default in OpenShift: setting blockOwnerDeletion (kopf.adopt does) needs
-            # update on the owner's finalizers, so the chart's RBAC is checked for it.
-            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-            "--authorization-mode=RBAC",
-            "--disable-admission-plugins=ServiceAccount",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.pki / 'sa.pub'}",
             f"--service-account-signing-key-file={self.pki / 'sa.key'}",
             "--v=0",
+            *(self._node_flags() if self.for_node else self._apiserver_only_flags()),
+        ]
+
+    @staticmethod
+    def _apiserver_only_flags() -> list[str]:
+        # No controller manager creates the `default` ServiceAccounts the admission plugin
+        # would require of every pod.
+        return [
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+            f"--enable-admission-plugins={OWNER_REFERENCES_ENFORCED}",
+        ]
+
+    def _node_flags(self) -> list[str]:
+        kubelet_certificate, kubelet_key = self.client_certificate(
+            "kube-apiserver-kubelet-client", ("system:masters",)
+        )
+        return [
+            "--authorization-mode=Node,RBAC",
+            f"--enable-admission-plugins=NodeRestriction,{OWNER_REFERENCES_ENFORCED}",
+            f"--kubelet-client-certificate={kubelet_certificate}",
+            f"--kubelet-client-key={kubelet_key}",
+            # For logs and exec: the node's name resolves nowhere.
+            "--kubelet-preferred-address-types=InternalIP",
         ]
 
     def _healthy(self) -> bool:

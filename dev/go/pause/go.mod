@@ -1,0 +1,3 @@
+module kafkamirror.dev/build/pause
+
+go 1.25.0

@@ -1,0 +1,234 @@
+"""The node's images, made here without an image registry, and cached.
+
+- the pod sandbox ("pause"): our own static binary (dev/go/pause) in an empty image;
+- the bases of the Dockerfile: a Debian bookworm with Python 3.11 made with debootstrap from
+  Debian's packages (for `python:3.11-slim-bookworm`), and Spark's Kafka jars as the dev stack
+  resolved them (devstack.builds.spark_kafka_jars, for the Maven stage);
+- the project's image, built from the Dockerfile with those bases as build arguments.
+
+Buildah builds them: it needs no daemon (so no socket, bridge or iptables rules of its own) and
+writes a `docker save` style archive that the node's containerd imports. Its store is in the
+cache; each image's tag is a hash of what it is made from, so an unchanged input is not built
+again, and the project's image is rebuilt when the package (the files the Dockerfile copies)
+changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from kafka_mirror.devstack.builds import (
+    PAUSE,
+    REPO_ROOT,
+    cache_dir,
+    locked,
+    progress,
+    require,
+    spark_kafka_jars,
+)
+from kafka_mirror.devstack.containerd import Containerd
+
+SUITE = "bookworm"  # python:3.11-slim-bookworm's Debian; its python3 is 3.11
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+VENV = "/opt/python"
+BASE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The CAs this machine trusts beyond Debian's (a TLS proxy in front of the package registries,
+# say): the build's pip and apt must trust them too.
+LOCAL_CAS = Path("/usr/local/share/ca-certificates")
+PROJECT_REPOSITORY = "localhost/kafka-mirror-operator"
+
+
+def _digest(*parts: bytes | str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _buildah_command(*args: str) -> list[str]:
+    store = cache_dir() / "images"
+    return [
+        "buildah",
+        f"--root={store / 'storage'}",
+        f"--runroot={store / 'run'}",
+        "--storage-driver=overlay",
+        *args,
+    ]
+
+
+def _run(command: list[str], log: Path | None = None) -> str:
+    """Run `command`; its output, or (with `log`) nothing, the output going to the log."""
+    if log is None:
+        result = subprocess.run(command, capture_output=True, text=True)
+        failure = result.stderr
+    else:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("w") as out:
+            result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, text=True)
+        failure = "".join(log.read_text().splitlines(keepends=True)[-30:])
+    if result.returncode != 0:
+        raise RuntimeError(f"`{' '.join(command)}` failed:\n{failure}")
+    return result.stdout or ""
+
+
+def _buildah(*args: str, log: Path | None = None) -> str:
+    return _run(_buildah_command(*args), log).strip()
+
+
+def _has(image: str) -> bool:
+    inspect = _buildah_command("inspect", "--type=image", image)
+    return subprocess.run(inspect, capture_output=True).returncode == 0
+
+
+def _log(name: str) -> Path:
+    return cache_dir() / "logs" / f"image-{name}.log"
+
+
+def _ensure(image: str, what: str, make: Callable[[], None]) -> str:
+    """`image`, made by `make` unless the store has it (once, under a lock)."""
+    if _has(image):
+        return image
+    with locked("images"):
+        if not _has(image):
+            progress(f"making {what} (first run only)")
+            started = time.monotonic()
+            make()
+            progress(f"made {what} in {time.monotonic() - started:.0f}s: {image}")
+    return image
+
+
+@contextmanager
+def _container(image: str) -> Iterator[str]:
+    """A working container from `image` ("scratch": empty), removed afterwards."""
+    container = _buildah("from", "--quiet", image)
+    try:
+        yield container
+    finally:
+        _buildah("rm", container)
+
+
+def pause_image() -> str:
+    binary = PAUSE.ensure()
+    image = f"localhost/kafka-mirror/pause:{binary.name.rsplit('-', 1)[1]}"
+
+    def make() -> None:
+        with _container("scratch") as container:
+            _buildah("copy", container, str(binary), "/pause")
+            _buildah("config", "--entrypoint", '["/pause"]', container)
+            _buildah("commit", "--quiet", container, image)
+
+    return _ensure(image, "the pod sandbox image", make)
+
+
+def python_base() -> str:
+    """The runtime's base: Debian with Python 3.11 and a virtual environment first on PATH
+    (python:3.11-slim's `pip` installs into its own Python; Debian's system pip refuses to,
+    PEP 668)."""
+    cas = sorted(LOCAL_CAS.glob("*.crt"))
+    image = "localhost/kafka-mirror/python-base:" + _digest(
+        SUITE, *BASE_PACKAGES, BASE_PATH, *(ca.read_bytes() for ca in cas)
+    )
+
+    def make() -> None:
+        debootstrap = require("debootstrap")
+        with _container("scratch") as container:
+            root = Path(_buildah("mount", container))
+            include = f"--include={','.join(BASE_PACKAGES)}"
+            command = [debootstrap, "--variant=minbase", include, SUITE, str(root)]
+            _run(command, log=_log("python-base"))
+            for ca in cas:
+                shutil.copy(ca, root / "usr/local/share/ca-certificates" / ca.name)
+            _run(["chroot", str(root), "update-ca-certificates"])
+            # pip reads its CAs from its own bundle, not the system's.
+            (root / "etc/pip.conf").write_text(
+                "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
+            )
+            _run(["chroot", str(root), "python3", "-m", "venv", VENV])
+            for cache in ("var/lib/apt/lists", "var/cache/apt/archives"):
+                shutil.rmtree(root / cache, ignore_errors=True)
+            _buildah("config", f"--env=PATH={BASE_PATH}", "--env=LANG=C.UTF-8", container)
+            _buildah("config", "--cmd=python3", container)
+            _buildah("commit", "--quiet", container, image)
+
+    return _ensure(image, f"a Debian {SUITE} Python base with debootstrap", make)
+
+
+def spark_jars_image() -> str:
+    """Spark's Kafka source and its jars in /jars, as the dev stack resolved them."""
+    jars = spark_kafka_jars()
+    image = "localhost/kafka-mirror/spark-jars:" + _digest(*(jar.name for jar in jars))
+
+    def make() -> None:
+        with _container("scratch") as container:
+            _buildah("copy", container, *(str(jar) for jar in jars), "/jars/")
+            _buildah("commit", "--quiet", container, image)
+
+    return _ensure(image, "the Spark jars image", make)
+
+
+def context_files() -> list[Path]:
+    """The files the Dockerfile may copy: what .dockerignore lets through, less bytecode."""
+    allowed = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    files: list[Path] = []
+    for entry in (line[1:].rstrip("/") for line in allowed if line.startswith("!")):
+        path = REPO_ROOT / entry
+        found = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        files += [
+            p
+            for p in found
+            if p.suffix != ".pyc"
+            and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)
+        ]
+    return files
+
+
+def project_image() -> str:
+    """The project's image, built from the Dockerfile on the local bases."""
+    bases = {"PYTHON_IMAGE": python_base(), "SPARK_JARS": spark_jars_image()}
+    files = [REPO_ROOT / "Dockerfile", REPO_ROOT / ".dockerignore", *context_files()]
+    inputs = [part for f in files for part in (str(f.relative_to(REPO_ROOT)), f.read_bytes())]
+    image = f"{PROJECT_REPOSITORY}:dev-{_digest(*bases.values(), *inputs)}"
+
+    def make() -> None:
+        arguments = [f"--build-arg={name}={value}" for name, value in bases.items()]
+        _buildah(
+            "bud",
+            # RUN steps as chroot processes on the host's network: no runc, cgroups or
+            # network namespace of buildah's own, and the package registries as the host
+            # reaches them.
+            "--isolation=chroot",
+            "--network=host",
+            *arguments,
+            f"--tag={image}",
+            f"--file={REPO_ROOT / 'Dockerfile'}",
+            str(REPO_ROOT),
+            log=_log("project"),
+        )
+        # buildah leaves the containers of the stages it copied from (still mounted).
+        _buildah("rm", "--all")
+        for other in _buildah("images", "--format={{.Name}}:{{.Tag}}").splitlines():
+            if other.startswith(f"{PROJECT_REPOSITORY}:") and other != image:
+                _buildah("rmi", other)  # built from an older package
+        _buildah("rmi", "--prune")
+
+    return _ensure(image, "the project's image from the Dockerfile", make)
+
+
+def load(containerd: Containerd, image: str) -> None:
+    """Put `image` into the node's image store (unless it is there), through an archive."""
+    if containerd.has_image(image):
+        return
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as scratch:
+        archive = Path(scratch) / "image.tar"
+        _buildah("push", "--quiet", image, f"docker-archive:{archive}:{image}")
+        containerd.import_image(archive)
+    progress(f"loaded {image} into the node's containerd in {time.monotonic() - started:.0f}s")

@@ -1,0 +1,66 @@
+"""What the dev stack's real node needs from the machine (devstack/node.py): Linux, root, and a
+few Debian packages, which it installs with apt-get when they are missing, as the rest of the dev
+stack installs its parts; elsewhere the reason it cannot run, with the fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from kafka_mirror.devstack.builds import MissingPrerequisite, progress
+from kafka_mirror.devstack.containerd import CNI_BIN_DIR
+
+# What the node runs, by the Debian package that brings it (apt-get installs the missing ones).
+PACKAGES = {
+    "containerd": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    f"{CNI_BIN_DIR}/bridge": "containernetworking-plugins",
+    "iptables": "iptables",
+    "buildah": "buildah",
+    "debootstrap": "debootstrap",
+}
+
+
+def _missing_packages() -> list[str]:
+    missing = {
+        package
+        for command, package in PACKAGES.items()
+        if not (Path(command).exists() if command.startswith("/") else shutil.which(command))
+    }
+    return sorted(missing)
+
+
+def unavailable_reason() -> str | None:
+    """Why no node can run on this machine, or None when one can."""
+    if sys.platform != "linux":
+        return "a node needs Linux (containers, a bridge, iptables)"
+    if os.geteuid() != 0:
+        return "a node needs root (containerd, the pods' bridge, iptables, cgroups)"
+    missing = _missing_packages()
+    if missing and not shutil.which("apt-get"):
+        return f"a node needs {', '.join(missing)}: install them with your package manager"
+    return None
+
+
+def install_prerequisites() -> None:
+    """Install the Debian packages the node needs and lacks (first run only)."""
+    if reason := unavailable_reason():
+        raise MissingPrerequisite(reason)
+    missing = _missing_packages()
+    if not missing:
+        return
+    progress(f"installing {' '.join(missing)} with apt-get (first run only)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    apt = ["apt-get", "-q", "-y", "--no-install-recommends"]
+    for command in (["apt-get", "-q", "update"], [*apt, "install", *missing]):
+        result = subprocess.run(command, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise MissingPrerequisite(
+                f"`{' '.join(command)}` failed; install {' '.join(missing)} by hand:\n"
+                + result.stdout[-2000:]
+                + result.stderr[-2000:]
+            )
