@@ -55,13 +55,15 @@ def section(model: type[BaseModel], description: str) -> Any:
 
 
 class ApiModel(BaseModel):
-    """Base of spec models: camelCase on the wire, unknown fields refused."""
+    """Base of spec models: camelCase on the wire, unknown fields refused, no coercion (the API
+    server refuses `replicas: false`, so the model must too)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
         frozen=True,
+        strict=True,
     )
 
 
