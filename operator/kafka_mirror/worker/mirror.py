@@ -24,6 +24,7 @@ import logging
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import cast
@@ -40,11 +41,11 @@ from kafka_mirror.worker.config import WorkerConfig, load
 from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Headers, Partitions
-from kafka_mirror.worker.periodic import Periodic
+from kafka_mirror.worker.periodic import OffLoop, Periodic
 from kafka_mirror.worker.permanent import refusal_in_fatal
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.tasks import CheckpointTask, send_heartbeat
-from kafka_mirror.worker.topic_sync import TopicSync
+from kafka_mirror.worker.topic_sync import TopicObservation, TopicSync
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +108,31 @@ class MirrorWorker:
             self._fail,
         )
         self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
+        self.admin_thread = ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.tasks = [
             Periodic("commit", config.commit_interval_seconds, self._commit),
-            Periodic("topics", config.refresh_topics_interval_seconds, self._refresh_topics),
-            Periodic("configs", config.topic_config_sync.interval_seconds, self._sync_configs),
-            Periodic("checkpoints", config.checkpoints.interval_seconds, self._checkpoint),
+            Periodic("config", config.refresh_topics_interval_seconds, self._reload_config),
+            OffLoop(
+                "topics",
+                config.refresh_topics_interval_seconds,
+                lambda: self.topics.observe(self.config),
+                self._topics_observed,
+                self.admin_thread,
+            ),
+            OffLoop(
+                "configs",
+                config.topic_config_sync.interval_seconds,
+                lambda: self.topics.sync_configs(self.config),
+                self.topics.max_record_bytes.update,
+                self.admin_thread,
+            ),
+            OffLoop(
+                "checkpoints",
+                config.checkpoints.interval_seconds,
+                self._checkpoint,
+                lambda _: None,
+                self.admin_thread,
+            ),
             Periodic("heartbeats", config.heartbeats.interval_seconds, self._heartbeat),
             Periodic("deliveries", DELIVERY_CHECK_SECONDS, self._check_deliveries),
         ]
@@ -149,7 +170,9 @@ class MirrorWorker:
                 self.watchdog.beat()
                 now = time.monotonic()
                 for task in self.tasks:
-                    task.run_if_due(now, self._task_failed)
+                    took = task.run_if_due(now, self._task_failed)
+                    if took is not None:
+                        self.metrics.task_seconds.labels(task.name).observe(took)
                 if self.producer_failure is not None:
                     self._replace_producer(self.producer_failure)
                 if self.partitions.backlog:
@@ -165,6 +188,8 @@ class MirrorWorker:
             # Whatever ended the loop: commit only what the target acknowledged.
             self._barrier(None, SHUTDOWN_FLUSH_SECONDS)
             self.closing = True
+            # Its admin calls must end before the clients close under them.
+            self.admin_thread.shutdown(wait=True, cancel_futures=True)
             self.clients.close()
             self.checkpoint_task.close()
         if self.failure:
@@ -204,58 +229,84 @@ class MirrorWorker:
             self.failure = reason
 
     def _mirror(self, messages: list[Message]) -> None:
-        # The hot path: one pass per record, attribute lookups hoisted out of the loop.
-        identity = self.config.topic_naming.policy == "identity"
-        partitions = self.partitions
-        flows, produce = partitions.flows, self.clients.producer.produce
-        cycles = self._cycles(messages) if identity else None
-        last = len(messages) - 1
-        for index, message in enumerate(messages):
+        """Mirror a batch, one partition's run of records at a time (librdkafka hands records
+        out a fetched batch of one partition at a time)."""
+        cycles = self._cycles(messages) if self.config.topic_naming.policy == "identity" else None
+        count, start = len(messages), 0
+        while start < count:
+            message = messages[start]
             error = message.error()
             if error is not None:
                 self._consume_event(message, error)
+                start += 1
                 continue
-            topic, partition, offset = message.topic(), message.partition(), message.offset()
-            assert topic is not None and partition is not None and offset is not None
-            flow = flows.get((topic, partition)) or partitions.open(topic, partition, offset)
-            if flow is None or flow.stop or flow.held or offset < flow.next_upstream:
-                continue  # not mirrored, paused at an earlier record, or fetched before a seek
+            topic, partition = message.topic(), message.partition()
+            assert topic is not None and partition is not None
+            end = start + 1
+            while end < count:
+                following = messages[end]
+                if (
+                    following.partition() != partition
+                    or following.topic() != topic
+                    or following.error() is not None  # the end of the partition
+                ):
+                    break
+                end += 1
+            if not self._mirror_run(messages, start, end, cycles):
+                return
+            start = end
+
+    def _mirror_run(
+        self, messages: list[Message], start: int, end: int, cycles: set[int] | None
+    ) -> bool:
+        """Produce `messages[start:end]`, records of one partition in offset order; False when
+        the batch must end here (its rest kept in the backlog for the next round)."""
+        # The hot path: one pass per record, attribute lookups hoisted out of the loop.
+        partitions = self.partitions
+        first = messages[start]
+        topic, partition = cast(str, first.topic()), cast(int, first.partition())
+        flow = partitions.flows.get((topic, partition)) or partitions.open(
+            topic, partition, cast(int, first.offset())
+        )
+        if flow is None or flow.stop or flow.held:
+            return True  # not mirrored, or paused at an earlier record
+        produce, remote, on_delivery = self.clients.producer.produce, flow.remote, flow.on_delivery
+        pack, prefix, suffix = flow.pack_provenance, flow.provenance_prefix, flow.provenance_suffix
+        in_flight, max_lag = flow.in_flight, flow.emitter.max_lag
+        last = end - 1
+        for index in range(start, end):
+            message = messages[index]
+            # (Not `cast`: a function call per record. confluent-kafka types these Optional.)
+            offset: int = message.offset()  # type: ignore[assignment]
+            if offset < flow.next_upstream:
+                continue  # fetched before a seek
             if cycles and index in cycles:
                 flow.skipped(offset)  # came from the target in the first place
                 continue
-            provenance = flow.pack_provenance(
-                flow.provenance_prefix, offset, flow.provenance_suffix
-            )
             # A new list: the message keeps its own (a record kept for the next round, when the
             # producer's queue is full, must not get the header twice).
-            headers = [*cast(Headers, message.headers() or ()), (PROVENANCE_HEADER, provenance)]
+            provenance = (PROVENANCE_HEADER, pack(prefix, offset, suffix))
+            own: Headers | None = message.headers()  # type: ignore[assignment]
+            headers: Headers = [*own, provenance] if own else [provenance]
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
             size = (len(key) if key else 0) + (len(value) if value else 0)
             if size > flow.size_watch and partitions.too_large(flow, offset, key, value, headers):
-                continue
-            following = messages[index + 1] if index < last else None
+                return True  # the partition stopped at this record
             # Reported where the offset sync rule may fire (an upstream gap, `maxLag` records
-            # since the last such report), where a partition's run in this batch ends, and
-            # before a record skipped as a cycle (it will not be reported itself).
+            # since the last such report), where the run ends, and before a record skipped as
+            # a cycle (it will not be reported itself).
             sync_point = offset != flow.next_upstream or offset >= flow.next_sync_point
-            report = (
-                sync_point
-                or following is None
-                or following.partition() != partition
-                or following.topic() != topic
-                or following.error() is not None  # the end of the partition: the run ends
-                or (cycles is not None and index + 1 in cycles)
-            )
+            report = sync_point or index == last or (cycles is not None and index + 1 in cycles)
             try:
                 # Positional: keyword arguments cost the C call a string lookup per keyword.
                 # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
                 produce(
-                    flow.remote,
+                    remote,
                     value,
                     key,
                     partition,
-                    flow.on_delivery if report else None,
+                    on_delivery if report else None,
                     None,
                     timestamp if timestamp > 0 else 0,
                     headers,
@@ -264,15 +315,17 @@ class MirrorWorker:
                 # The local queue is full: keep the rest for the next round, which first lets
                 # deliveries drain (the loop goes on, so probes and SIGTERM are answered).
                 partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
-                return
+                return False
             except KafkaException as refusal:
                 error = refusal.args[0]
                 if error.code() == KafkaError._FATAL:
                     # The producer failed: the loop replaces it, then goes on from here.
                     self.producer_failure = error.str()
                     partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
-                    return
+                    return False
                 partitions.refuse(flow, offset, error)
+                if flow.stop or flow.held:
+                    return True
                 continue
             # Only once queued: its report cannot come before produce() returned, and a record
             # that failed to queue must not shift the reports of the ones after it.
@@ -280,12 +333,13 @@ class MirrorWorker:
             flow.unreported_records += 1
             flow.unreported_bytes += size
             if report:
-                flow.in_flight.append(
+                in_flight.append(
                     (offset, timestamp, flow.unreported_records, flow.unreported_bytes)
                 )
                 flow.unreported_records = flow.unreported_bytes = 0
             if sync_point:
-                flow.next_sync_point = offset + flow.emitter.max_lag + 1
+                flow.next_sync_point = offset + max_lag + 1
+        return True
 
     def _cycles(self, messages: list[Message]) -> set[int]:
         """Indexes of the records that are copies of records of the topic they would be written
@@ -412,10 +466,9 @@ class MirrorWorker:
         log.info("configuration changed: applying the new selections live")
         self.config = new
 
-    def _refresh_topics(self) -> None:
-        self._reload_config()
+    def _topics_observed(self, seen: TopicObservation) -> None:
         ready = self.topics.internal_topics_ready
-        plan = self.topics.refresh(self.config)
+        plan = self.topics.apply(seen)
         if not ready and self.topics.internal_topics_ready:
             self.checkpoint_task.load_emitted()
         self._subscribe(sorted(plan.mirrored))
@@ -442,10 +495,9 @@ class MirrorWorker:
             self.partitions.forget([TopicPartition(t, p) for t, p in list(self.partitions.flows)])
         self.subscribed = topics
 
-    def _sync_configs(self) -> None:
-        self.topics.sync_configs(self.config)
-
     def _checkpoint(self) -> None:
+        """Off the loop: the assignment is librdkafka's (thread-safe), the plan a reference
+        the loop replaces whole."""
         if not self.config.checkpoints.enabled or not self.topics.internal_topics_ready:
             return
         mirrored = self.topics.plan.mirrored
