@@ -1,6 +1,6 @@
 """The mirroring loop's own work per record, apart from Kafka (a micro-benchmark).
 
-`MirrorWorker._mirror` is given consumer batches of real confluent-kafka `Message`s (5,000
+`BatchSender.send` is given consumer batches of real confluent-kafka `Message`s (5,000
 records, runs of 500 per partition as librdkafka hands them out) and produces them with a
 real librdkafka producer that has no broker to reach (its queue is emptied between batches).
 The floor is the same produce calls with nothing else: the difference is the loop's own
@@ -87,7 +87,7 @@ def main() -> None:
             clients.producer = clients.syncs_producer = producer  # type: ignore[assignment]
             started = time.perf_counter()
             for batch in data[size]:
-                worker._mirror(batch)
+                worker.sender.send(batch)
                 emptied()
             return time.perf_counter() - started
 

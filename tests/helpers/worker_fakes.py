@@ -297,9 +297,9 @@ def loop_once(worker: MirrorWorker) -> None:
         worker._replace_producer(worker.producer_failure)
     if worker.partitions.backlog:
         batch, worker.partitions.backlog = worker.partitions.backlog, []
-        worker._mirror(batch)
+        worker.sender.send(batch)
     else:
-        worker._mirror(worker._next_batch())
+        worker.sender.send(worker._next_batch())
     worker._serve_reports(0)
 
 

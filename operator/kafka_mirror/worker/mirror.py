@@ -1,8 +1,8 @@
 """The mirroring worker: source topics on A to remote topics on B, at least once.
 
 One loop, one thread (as MirrorMaker 2's MirrorSourceTask polls and sends): consume a batch from
-A, produce it to B (same partition, key, value, headers and timestamp, plus a provenance
-header), serve the delivery reports, and run the periodic tasks when due.
+A, produce it to B (`batches.BatchSender`), serve the delivery reports, and run the periodic
+tasks when due (their admin calls on a thread of their own: `periodic.OffLoop`).
 
 Nothing is committed past a record the target has not acknowledged (`flows.PartitionFlow`), on
 every path: the periodic commit, giving partitions up, stopping, a failed producer. A record the
@@ -10,9 +10,6 @@ producer refuses stops or holds its partition at that record, never the worker; 
 queue keeps the rest of the batch for the next round; a producer that failed (its gapless
 guarantee, or no acknowledgement for a minute while the target answers) is replaced and every
 partition with records waiting is consumed again from its first unacknowledged record.
-Delivery reports are asked for only on a sample of records (the last of a partition's run in a
-batch, upstream gaps, one per `offsetSyncs.maxLag`): the gapless guarantee makes each vouch for
-every earlier record of its partition, and the rest cost no Python at all.
 
 A refusal of the target that retrying cannot cure (an ACL, a record the topic cannot take) stops
 its remote topic or partition, the others go on (`permanent.py`).
@@ -27,20 +24,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
-from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_mirror.kafka.formats import (
-    PROVENANCE_HEADER,
-    is_copy_from,
-    offset_syncs_topic,
-)
+from kafka_mirror.kafka.formats import offset_syncs_topic
+from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.config import WorkerConfig, load
 from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
-from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Headers, Partitions
+from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
 from kafka_mirror.worker.periodic import OffLoop, Periodic
 from kafka_mirror.worker.permanent import refusal_in_fatal
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
@@ -106,6 +99,14 @@ class MirrorWorker:
             self.sync_writer.queue,
             metrics,
             self._fail,
+        )
+        self.sender = BatchSender(
+            self.clients,
+            self.partitions,
+            self.topics,
+            config.target.alias if config.topic_naming.policy == "identity" else None,
+            self._consume_event,
+            self._producer_failed,
         )
         self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
         self.admin_thread = ThreadPoolExecutor(1, thread_name_prefix="admin")
@@ -177,9 +178,9 @@ class MirrorWorker:
                     self._replace_producer(self.producer_failure)
                 if self.partitions.backlog:
                     batch, self.partitions.backlog = self.partitions.backlog, []
-                    self._mirror(batch)
+                    self.sender.send(batch)
                 elif self.subscribed:
-                    self._mirror(self._next_batch())
+                    self.sender.send(self._next_batch())
                 else:
                     self.stopping.wait(POLL_SECONDS)
                 self._serve_reports(BACKLOG_WAIT_SECONDS if self.partitions.backlog else 0)
@@ -228,140 +229,15 @@ class MirrorWorker:
             log.error("stopping: %s", reason)
             self.failure = reason
 
-    def _mirror(self, messages: list[Message]) -> None:
-        """Mirror a batch, one partition's run of records at a time (librdkafka hands records
-        out a fetched batch of one partition at a time)."""
-        cycles = self._cycles(messages) if self.config.topic_naming.policy == "identity" else None
-        count, start = len(messages), 0
-        while start < count:
-            message = messages[start]
-            error = message.error()
-            if error is not None:
-                self._consume_event(message, error)
-                start += 1
-                continue
-            topic, partition = message.topic(), message.partition()
-            assert topic is not None and partition is not None
-            end = start + 1
-            while end < count:
-                following = messages[end]
-                if (
-                    following.partition() != partition
-                    or following.topic() != topic
-                    or following.error() is not None  # the end of the partition
-                ):
-                    break
-                end += 1
-            if not self._mirror_run(messages, start, end, cycles):
-                return
-            start = end
-
-    def _mirror_run(
-        self, messages: list[Message], start: int, end: int, cycles: set[int] | None
-    ) -> bool:
-        """Produce `messages[start:end]`, records of one partition in offset order; False when
-        the batch must end here (its rest kept in the backlog for the next round)."""
-        # The hot path: one pass per record, attribute lookups hoisted out of the loop.
-        partitions = self.partitions
-        first = messages[start]
-        topic, partition = cast(str, first.topic()), cast(int, first.partition())
-        flow = partitions.flows.get((topic, partition)) or partitions.open(
-            topic, partition, cast(int, first.offset())
-        )
-        if flow is None or flow.stop or flow.held:
-            return True  # not mirrored, or paused at an earlier record
-        produce, remote, on_delivery = self.clients.producer.produce, flow.remote, flow.on_delivery
-        pack, prefix, suffix = flow.pack_provenance, flow.provenance_prefix, flow.provenance_suffix
-        in_flight, max_lag = flow.in_flight, flow.emitter.max_lag
-        last = end - 1
-        for index in range(start, end):
-            message = messages[index]
-            # (Not `cast`: a function call per record. confluent-kafka types these Optional.)
-            offset: int = message.offset()  # type: ignore[assignment]
-            if offset < flow.next_upstream:
-                continue  # fetched before a seek
-            if cycles and index in cycles:
-                flow.skipped(offset)  # came from the target in the first place
-                continue
-            # A new list: the message keeps its own (a record kept for the next round, when the
-            # producer's queue is full, must not get the header twice).
-            provenance = (PROVENANCE_HEADER, pack(prefix, offset, suffix))
-            own: Headers | None = message.headers()  # type: ignore[assignment]
-            headers: Headers = [*own, provenance] if own else [provenance]
-            timestamp = message.timestamp()[1]
-            key, value = message.key(), message.value()
-            size = (len(key) if key else 0) + (len(value) if value else 0)
-            if size > flow.size_watch and partitions.too_large(flow, offset, key, value, headers):
-                return True  # the partition stopped at this record
-            # Reported where the offset sync rule may fire (an upstream gap, `maxLag` records
-            # since the last such report), where the run ends, and before a record skipped as
-            # a cycle (it will not be reported itself).
-            sync_point = offset != flow.next_upstream or offset >= flow.next_sync_point
-            report = sync_point or index == last or (cycles is not None and index + 1 in cycles)
-            try:
-                # Positional: keyword arguments cost the C call a string lookup per keyword.
-                # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
-                produce(
-                    remote,
-                    value,
-                    key,
-                    partition,
-                    on_delivery if report else None,
-                    None,
-                    timestamp if timestamp > 0 else 0,
-                    headers,
-                )
-            except BufferError:
-                # The local queue is full: keep the rest for the next round, which first lets
-                # deliveries drain (the loop goes on, so probes and SIGTERM are answered).
-                partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
-                return False
-            except KafkaException as refusal:
-                error = refusal.args[0]
-                if error.code() == KafkaError._FATAL:
-                    # The producer failed: the loop replaces it, then goes on from here.
-                    self.producer_failure = error.str()
-                    partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
-                    return False
-                partitions.refuse(flow, offset, error)
-                if flow.stop or flow.held:
-                    return True
-                continue
-            # Only once queued: its report cannot come before produce() returned, and a record
-            # that failed to queue must not shift the reports of the ones after it.
-            flow.next_upstream = offset + 1
-            flow.unreported_records += 1
-            flow.unreported_bytes += size
-            if report:
-                in_flight.append(
-                    (offset, timestamp, flow.unreported_records, flow.unreported_bytes)
-                )
-                flow.unreported_records = flow.unreported_bytes = 0
-            if sync_point:
-                flow.next_sync_point = offset + max_lag + 1
-        return True
-
-    def _cycles(self, messages: list[Message]) -> set[int]:
-        """Indexes of the records that are copies of records of the topic they would be written
-        to (identity naming: by provenance header and topic ID)."""
-        target, remote_ids = self.config.target.alias, self.topics.remote_ids
-        return {
-            index
-            for index, message in enumerate(messages)
-            if message.error() is None
-            and is_copy_from(
-                cast(Headers, message.headers() or []),
-                target,
-                remote_ids.get(message.topic() or ""),
-            )
-        }
-
     def _consume_event(self, message: Message, error: KafkaError) -> None:
         if error.code() != KafkaError._PARTITION_EOF:
             self.metrics.errors.labels("consume").inc()
             log.warning("consuming from the source: %s", error.str())
             return
         self.partitions.reached_end(message)
+
+    def _producer_failed(self, reason: str) -> None:
+        self.producer_failure = reason  # the loop replaces it, then goes on
 
     def _replace_producer(self, reason: str) -> None:
         """Give up on the producer: each partition with records waiting is consumed again from
