@@ -18,6 +18,7 @@ from kafka_mirror.api.models import (
     SkippedTopic,
     TopicStatus,
 )
+from kafka_mirror.controller.schedule import runs_between
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import Selection, TopicPlan, is_internal
 
@@ -25,6 +26,7 @@ MAX_TOPIC_STATUSES = 100  # per-topic lag and latency, largest lag first
 MAX_TOPIC_NAMES = 500  # activeTopics and matchedTopics; the counts are exact
 MAX_SKIPPED = 100
 MAX_PARTITION_PROBLEMS = 20
+STALE_AFTER_RUNS = 3  # scheduled runs since the last report: the first two had time to report
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class MirrorObservation:
     source_problem: Problem | None = None
     target_problem: Problem | None = None
     kafka: KafkaState | None = None
+    audit_schedule: str | None = None  # None while the audit is suspended
 
 
 @dataclass(frozen=True)
@@ -158,12 +161,29 @@ def _ready(obs: MirrorObservation, active: int) -> tuple[bool, str, str]:
     return True, "Mirroring", f"{workers} mirroring {active} topics"
 
 
-def _audit_condition(previous: KafkaMirrorStatus, generation: int, now: datetime) -> Condition:
+def _audit_condition(
+    previous: KafkaMirrorStatus, generation: int, now: datetime, schedule: str | None
+) -> Condition:
     audit = previous.last_audit
     if audit is None or audit.result is None:
         message = "no audit has reported yet; it runs on spec.audit.schedule"
         return condition(
             previous.conditions, "AuditPassed", None, "NoAudit", message, generation, now
+        )
+    # Two scheduled runs came and went (each had until the next to report) with no report:
+    # the last result no longer says anything about the mirror now.
+    if (
+        schedule is not None
+        and audit.time is not None
+        and runs_between(schedule, audit.time, now, STALE_AFTER_RUNS) >= STALE_AFTER_RUNS
+    ):
+        message = (
+            f"no audit has reported since {audit.time.isoformat()} though "
+            f"spec.audit.schedule ({schedule}) ran it twice since: check the mirror's audit "
+            f"CronJob and its jobs' logs; the last audit said {audit.result}"
+        )
+        return condition(
+            previous.conditions, "AuditPassed", None, "AuditStale", message, generation, now
         )
     passed = audit.result == "Passed"
     message = audit.message or (
@@ -268,7 +288,7 @@ def mirror_status(
             gen,
             now,
         ),
-        _audit_condition(previous, gen, now),
+        _audit_condition(previous, gen, now, obs.audit_schedule),
     ]
     return status
 
