@@ -4,14 +4,23 @@ move a group's committed offsets as a faulty mirror would have."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from kafka_mirror.api.models import KafkaMirrorStatus
+from kafka_mirror.controller.status import (
+    DeploymentState,
+    KafkaState,
+    MirrorObservation,
+    mirror_status,
+)
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.kafka.formats import checkpoints_topic
-from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror.kafka.observe import ClusterReader, PartitionProgress
+from kafka_mirror.topics import TopicPlan
 from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.kafka import admin_for, end_offsets
 from tests.helpers.worker import WorkerProcess, wait_for
@@ -64,3 +73,18 @@ def mirror_everything(
     finally:
         assert worker.stop() == 0
     return worker
+
+
+def status_from(plan: TopicPlan, progress: list[PartitionProgress]) -> KafkaMirrorStatus:
+    """The status the operator computes for a mirror with one ready worker, every remote topic
+    there, and this progress on the source."""
+    observation = MirrorObservation(
+        generation=1,
+        paused=False,
+        label_selector="",
+        deployment=DeploymentState(1, 1, 1),
+        selection_problems=[],
+        selection_count=1,
+        kafka=KafkaState(plan, set(plan.mirrored.values()), progress, {}),
+    )
+    return mirror_status(observation, KafkaMirrorStatus(), datetime.now(UTC))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,6 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror.api.models import KafkaMirrorStatus
 from kafka_mirror.audit.main import audit
-from kafka_mirror.controller.status import (
-    DeploymentState,
-    KafkaState,
-    MirrorObservation,
-    mirror_status,
-)
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.kafka.formats import (
     PROVENANCE_HEADER,
@@ -35,7 +28,7 @@ from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.topics import plan_topics
 from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.remote_topics import topic_ids
-from tests.helpers.audit import commit, committed_everything, mirror_everything
+from tests.helpers.audit import commit, committed_everything, mirror_everything, status_from
 from tests.helpers.kafka import (
     Record,
     admin_for,
@@ -303,16 +296,7 @@ def status_of(config: dict[str, object], topic: str) -> KafkaMirrorStatus:
     finally:
         reader.close()
     plan = plan_topics({topic: 1}, parsed.compiled_selections()[0], parsed.namer(), "B")
-    observation = MirrorObservation(
-        generation=1,
-        paused=False,
-        label_selector="",
-        deployment=DeploymentState(1, 1, 1),
-        selection_problems=[],
-        selection_count=1,
-        kafka=KafkaState(plan, {f"{topic}.A"}, progress, {}),
-    )
-    return mirror_status(observation, KafkaMirrorStatus(), datetime.now(UTC))
+    return status_from(plan, progress)
 
 
 def test_records_that_left_the_source_before_they_were_mirrored_are_lost(

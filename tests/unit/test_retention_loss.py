@@ -3,21 +3,13 @@ and from the source's log start, and the status that shows it."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from kafka_mirror.api.models import KafkaMirrorStatus
-from kafka_mirror.controller.status import (
-    DeploymentState,
-    KafkaState,
-    MirrorObservation,
-    mirror_status,
-)
 from kafka_mirror.kafka.formats import LOSS_MARK, RetentionLoss, commit_note, read_commit_note
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import TopicPlan
+from tests.helpers.audit import status_from
 
 offsets = st.integers(min_value=0, max_value=2**62)
 
@@ -69,16 +61,7 @@ def test_a_loss_makes_the_mirror_degraded_with_what_to_do() -> None:
         PartitionProgress("payments", 0, start=0, end=900, committed=100),
     ]
     plan = TopicPlan({"orders": "orders.A", "payments": "payments.A"}, [])
-    observation = MirrorObservation(
-        generation=1,
-        paused=False,
-        label_selector="",
-        deployment=DeploymentState(1, 1, 1),
-        selection_problems=[],
-        selection_count=1,
-        kafka=KafkaState(plan, {"orders.A", "payments.A"}, progress, {}),
-    )
-    status = mirror_status(observation, KafkaMirrorStatus(), datetime(2026, 11, 23, tzinfo=UTC))
+    status = status_from(plan, progress)
     # The topic that lost records comes first, though the other lags more.
     assert [(t.name, t.lost_to_retention, t.lag) for t in status.topics] == [
         ("orders", 30, 20),
