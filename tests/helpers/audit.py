@@ -35,6 +35,14 @@ def commit(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int
     consumer.close()
 
 
+def delete_before(cluster: KafkaCluster, topic: str, offsets: dict[int, int]) -> None:
+    """What retention does to a log: its start moves to `offsets` (DeleteRecords)."""
+    admin = admin_for(cluster.bootstrap_servers)
+    request = [TopicPartition(topic, p, o) for p, o in offsets.items()]
+    for future in admin.delete_records(request).values():
+        future.result(timeout=30)
+
+
 def committed_everything(config: dict[str, Any], topic: str) -> bool:
     """The worker's group committed every partition of `topic` at its end on the source."""
     parsed = WorkerConfig.model_validate(config)

@@ -28,7 +28,13 @@ from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.topics import plan_topics
 from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.remote_topics import topic_ids
-from tests.helpers.audit import commit, committed_everything, mirror_everything, status_from
+from tests.helpers.audit import (
+    commit,
+    committed_everything,
+    delete_before,
+    mirror_everything,
+    status_from,
+)
 from tests.helpers.kafka import (
     Record,
     admin_for,
@@ -42,14 +48,6 @@ from tests.helpers.kafka import (
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for, worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-def delete_before(cluster: KafkaCluster, topic: str, offsets: dict[int, int]) -> None:
-    """What retention does to a log: its start moves to `offsets` (DeleteRecords)."""
-    admin = admin_for(cluster.bootstrap_servers)
-    request = [TopicPartition(topic, p, o) for p, o in offsets.items()]
-    for future in admin.delete_records(request).values():
-        future.result(timeout=30)
 
 
 def mirror_new_topic(
