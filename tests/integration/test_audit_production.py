@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.sql import SparkSession
 
 from kafka_mirror.api.models import KafkaMirrorStatus
@@ -127,22 +127,68 @@ def test_a_compacted_source_topic_passes(
     ]
     produce(kafka_a.bootstrap_servers, topic, versions)
     time.sleep(0.2)
+    # Rolls the segment that holds the 30 (older than segment.ms), so the cleaner may take it;
+    # nothing is written after, so nothing else is compacted (the active segment never is).
     produce(kafka_a.bootstrap_servers, topic, [Record(b"last", b"rolls the segment")])
-
-    def compacted() -> bool:
-        # A record after the wait rolls the segment that holds the rest, so the cleaner may
-        # take it.
-        produce(kafka_a.bootstrap_servers, topic, [Record(b"last", b"rolls the segment")])
-        return len(read_all(kafka_a, topic)) < 20
-
-    wait_for(compacted, 90, "the log cleaner to compact the source topic", every=2)
+    wait_for(
+        lambda: len(read_all(kafka_a, topic)) == 11,
+        90,
+        "the log cleaner to compact the source topic",
+        every=2,
+    )
     left = read_all(kafka_a, topic)
     config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
     mirror_everything(config, topic, tmp_path, kafka_b)
     report = audit(WorkerConfig.model_validate(config), spark)
     assert report.result == "Passed", report
-    assert (report.records_checked, report.missing, report.altered) == (len(left), 0, 0)
-    assert report.bad_offset_syncs == 0
+    assert left == [*range(20, 30), 30]  # gaps: offsets 0 to 19 compacted away
+    assert (report.records_checked, report.missing, report.altered) == (11, 0, 0)
+    assert (report.expired_on_target, report.bad_offset_syncs) == (0, 0)
+
+
+def test_a_remote_topic_compacted_on_the_target_passes(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+) -> None:
+    """30 records over 10 keys mirrored; then the remote topic is made compacted on the target
+    (the source is not), and the cleaner keeps the newest copy of each key: the 20 older
+    copies are gone while the source still holds their records, unverifiable rather than
+    missing."""
+    topic = unique()
+    create_topics(kafka_a.bootstrap_servers, [topic])
+    versions = [Record(f"k{i % 10}".encode(), f"v{i}".encode()) for i in range(30)]
+    produce(kafka_a.bootstrap_servers, topic, versions)
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    mirror_everything(config, topic, tmp_path, kafka_b)
+    remote = f"{topic}.A"
+    compact = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0",
+    }
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        remote,
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in compact.items()
+        ],
+    )
+    for future in (
+        admin_for(kafka_b.bootstrap_servers).incremental_alter_configs([resource]).values()
+    ):
+        future.result(timeout=30)
+    time.sleep(0.2)
+    produce(kafka_b.bootstrap_servers, remote, [Record(b"other", b"rolls the segment")])
+    wait_for(
+        lambda: len(read_all(kafka_b, remote)) == 11,
+        90,
+        "the log cleaner to compact the remote topic",
+        every=2,
+    )
+    report = audit(WorkerConfig.model_validate(config), spark)
+    assert report.result == "Passed", report
+    assert (report.records_checked, report.expired_on_target, report.missing) == (10, 20, 0)
 
 
 def read_all(cluster: KafkaCluster, topic: str) -> list[int]:

@@ -10,7 +10,8 @@ check a join. Only what both sides can still show is compared:
   missing or altered; more than one copy is a duplicate, which at-least-once allows but we
   count. Records the workers skipped as cycles (identity naming) are counted apart;
 - unverifiable, counted: source records whose copies the target's retention removed (before the
-  first copy still there), and copies whose source record left the source after it was copied;
+  first copy still there) or its compaction (a newer copy of the key is there), and copies
+  whose source record left the source after it was copied;
 - loss to retention: records that left the source before they were mirrored, as the workers
   counted them (and as the source's log start shows for a mirror stopped since);
 - offset syncs and checkpoints (`translation.py`).
@@ -83,18 +84,29 @@ def _findings(
         "topic string, partition int, start bigint, verify_from bigint",
     )
     copies = current.select(*KEYS, F.col("hash").alias("copy_hash"))
+    # Where the target compacts, a copy with a newer copy of its key may have been removed.
+    compacted = sorted({w.topic for w in inputs.windows if w.remote in inputs.compacted_remotes})
+    newest = (
+        current.where(F.col("topic").isin(compacted))
+        .groupBy("topic", "partition", "key")
+        .agg(F.max("offset").alias("newest_copy"))
+    )
     per_record = (
         source.where(~F.col("cycle"))
         .join(copies, KEYS, "left")
-        .groupBy(*KEYS, "hash")
+        .groupBy(*KEYS, "key", "hash")
         .agg(
             F.count("copy_hash").alias("copies"),
             F.sum((F.col("copy_hash") == F.col("hash")).cast("int")).alias("same"),
         )
         .join(F.broadcast(bounds), ["topic", "partition"])
+        .join(newest, ["topic", "partition", "key"], "left")
+    )
+    removed_on_target = (F.col("offset") < F.col("verify_from")) | (
+        F.coalesce(F.col("newest_copy"), F.lit(-1)) > F.col("offset")
     )
     kind = (
-        F.when((F.col("copies") == 0) & (F.col("offset") < F.col("verify_from")), KINDS[3])
+        F.when((F.col("copies") == 0) & removed_on_target, KINDS[3])
         .when(F.col("copies") == 0, KINDS[0])
         .when(F.col("copies") > F.col("same"), KINDS[1])
         .when(F.col("same") > 1, KINDS[2])
@@ -150,7 +162,7 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
         source_records(spark, inputs).cache()
         if windows
         else spark.createDataFrame(
-            [], "topic string, partition int, offset bigint, hash bigint, cycle boolean"
+            [], "topic string, partition int, offset bigint, key binary, hash bigint, cycle boolean"
         )
     )
     in_window = source.where(~F.col("cycle")).count()

@@ -44,6 +44,7 @@ def audit_inputs(config: WorkerConfig) -> AuditInputs:
         target_ranges = target.log_ranges({r: n for r, n in remotes.items() if r in present})
         identity = config.topic_naming.policy == "identity"
         cycle_ids = target.topic_ids(sorted(set(remotes) & present)) if identity else None
+        compacted = target.compacted(sorted(set(remotes) & present))
     finally:
         source.close()
         target.close()
@@ -67,6 +68,7 @@ def audit_inputs(config: WorkerConfig) -> AuditInputs:
         offset_syncs_on_source=config.offset_syncs.location == "source",
         source_ids=source_ids,
         cycle_ids=cycle_ids,
+        compacted_remotes=compacted,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -52,6 +52,9 @@ class AuditInputs:
     # Identity naming only: remote topic → its ID; source records that are copies of its
     # records were skipped as cycles by the workers.
     cycle_ids: dict[str, bytes | None] | None = None
+    # Remote topics the target compacts: a copy superseded there by a newer one of its key
+    # may be gone while the source still holds its record.
+    compacted_remotes: set[str] = field(default_factory=set)
 
 
 def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFrame:
@@ -135,6 +138,7 @@ def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
         "topic",
         "partition",
         "offset",
+        "key",
         content_hash(F.col("headers")).alias("hash"),
         cycle.alias("cycle"),
     )
@@ -179,6 +183,7 @@ def target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
             "remote",
             "target_partition",
             "target_offset",
+            "key",
             content_hash(own_headers).alias("hash"),
             to_source[F.col("remote")].alias("topic"),
             F.expr("cast(substring(h, 3, alias_length) as string)").alias("alias"),

@@ -156,6 +156,18 @@ class ClusterReader:
         except KafkaException as error:
             raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
 
+    def compacted(self, topics: list[str]) -> set[str]:
+        """The topics whose cleanup.policy compacts them."""
+        try:
+            configs = remote_topics.topic_configs(self._admin, topics)
+        except KafkaException as error:
+            raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
+        return {
+            topic
+            for topic, entries in configs.items()
+            if "compact" in str(getattr(entries.get("cleanup.policy"), "value", ""))
+        }
+
     def progress(self, group: str, topics: dict[str, int]) -> list[PartitionProgress]:
         """Start, end and the group's committed offset of every partition of `topics`."""
         partitions = [TopicPartition(t, p) for t, count in topics.items() for p in range(count)]
