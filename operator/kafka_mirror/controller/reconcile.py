@@ -352,6 +352,7 @@ def observe_mirror(
         source_problem=source_problem,
         target_problem=target_problem,
         kafka=kafka,
+        audit_schedule=None if spec.audit.suspend else spec.audit.schedule,
     )
     status = mirror_status(observation, previous, now)
     return status, mirror_events(previous, status)

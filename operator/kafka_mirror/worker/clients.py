@@ -132,7 +132,9 @@ class Clients:
                 **source,
                 "group.id": config.consumer_group,
                 "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
+                # A position the source no longer holds is reported, not skipped silently:
+                # the records below the log start are counted lost (`retention.py`).
+                "auto.offset.reset": "error",
                 "partition.assignment.strategy": "cooperative-sticky",
                 # The end-of-partition event tells the loop that the offsets before it that
                 # never came hold no record for it (transaction markers).

@@ -122,6 +122,12 @@ class WorkerMetrics:
             buckets=TASK_BUCKETS,
             registry=r,
         )
+        self.lost_to_retention = Counter(
+            "kafka_mirror_records_lost_to_retention",
+            "Records that left the source (retention, DeleteRecords) before they were mirrored.",
+            ["topic", "partition"],
+            registry=r,
+        )
         self.errors = Counter("kafka_mirror_errors", "Errors, by kind.", ["kind"], registry=r)
         self.partition_problem = Gauge(
             "kafka_mirror_partition_problem",

@@ -36,6 +36,7 @@ from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
 from kafka_mirror.worker.periodic import OffLoop, Periodic
 from kafka_mirror.worker.permanent import refusal_in_fatal
+from kafka_mirror.worker.retention import RetentionLosses
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.tasks import CheckpointTask, send_heartbeat
 from kafka_mirror.worker.topic_sync import TopicObservation, TopicSync
@@ -110,6 +111,7 @@ class MirrorWorker:
         )
         self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
         self.admin_thread = ThreadPoolExecutor(1, thread_name_prefix="admin")
+        self.losses = RetentionLosses(metrics)
         self.tasks = [
             Periodic("commit", config.commit_interval_seconds, self._commit),
             Periodic("config", config.refresh_topics_interval_seconds, self._reload_config),
@@ -230,6 +232,9 @@ class MirrorWorker:
             self.failure = reason
 
     def _consume_event(self, message: Message, error: KafkaError) -> None:
+        if error.code() == KafkaError._AUTO_OFFSET_RESET:
+            self.losses.reset(self.clients.consumer, message)
+            return
         if error.code() != KafkaError._PARTITION_EOF:
             self.metrics.errors.labels("consume").inc()
             log.warning("consuming from the source: %s", error.str())
@@ -266,7 +271,7 @@ class MirrorWorker:
         self.sync_writer.publish(self.clients.syncs_producer)
         self.partitions.publish_figures()
         self.partitions.hold_unacknowledged()
-        offsets = commit_offsets(self.partitions.flows.values())
+        offsets = self.losses.annotate(commit_offsets(self.partitions.flows.values()))
         if offsets:
             self.clients.consumer.commit(offsets=offsets, asynchronous=True)
             self._update_lag(offsets)
@@ -295,7 +300,9 @@ class MirrorWorker:
         self.partitions.publish_figures()
         keys = None if partitions is None else {(tp.topic, tp.partition) for tp in partitions}
         flows = self.partitions.flows.items()
-        offsets = commit_offsets(f for k, f in flows if keys is None or k in keys)
+        offsets = self.losses.annotate(
+            commit_offsets(f for k, f in flows if keys is None or k in keys)
+        )
         if not offsets:
             return
         try:
@@ -314,16 +321,19 @@ class MirrorWorker:
 
     def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.info("assigned %d partitions", len(partitions))
+        self.losses.restore(self.clients.consumer, partitions)
 
     def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Before giving partitions to another replica, commit what the target holds of them."""
         log.info("revoked %d partitions", len(partitions))
         self._barrier(partitions, 0.0 if self.closing else REVOKE_FLUSH_SECONDS)
         self.partitions.forget(partitions)
+        self.losses.forget(partitions)
 
     def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.warning("lost %d partitions (no commit: another worker may own them)", len(partitions))
         self.partitions.forget(partitions)
+        self.losses.forget(partitions)
 
     # --- periodic tasks -------------------------------------------------------------------
 
