@@ -25,6 +25,7 @@ from kafka_mirror.api.models import (
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
 )
+from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
 from kafka_mirror.controller.status import (
     DeploymentState,
@@ -129,7 +130,10 @@ class Desired:
 def desired_children(api: client.ApiClient, body: kopf.Body, image: str) -> Desired:
     """Everything the mirror should own, rendered from its spec and its live selections."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    spec = KafkaMirrorSpec.model_validate(body["spec"])
+    spec = operations.running_spec(
+        KafkaMirrorSpec.model_validate(body["spec"]),
+        KafkaMirrorStatus.model_validate(body.get("status") or {}).operation,
+    )
     config, envs = render.build_worker_config(
         namespace, name, spec, load_selections(api, namespace, name)
     )
@@ -286,6 +290,19 @@ def _deployment_state(
     return DeploymentState(desired, status.replicas or 0, status.ready_replicas or 0)
 
 
+def cluster_settings(
+    api: client.ApiClient,
+    namespace: str,
+    config: WorkerConfig,
+    envs: list[CredentialEnv],
+    role: str,
+) -> dict[str, str]:
+    """librdkafka settings of the source or the target, with the credentials from the Secrets."""
+    connection = config.source if role == "source" else config.target
+    mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
+    return connection.client_config(resolve_credentials(api, namespace, mine))
+
+
 def _observe_kafka(
     api: client.ApiClient,
     namespace: str,
@@ -299,9 +316,8 @@ def _observe_kafka(
     problems: dict[str, Problem | None] = {"source": None, "target": None}
     topics: dict[str, dict[str, int]] = {}
     for role, connection in (("source", config.source), ("target", config.target)):
-        mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
         try:
-            settings = connection.client_config(resolve_credentials(api, namespace, mine))
+            settings = cluster_settings(api, namespace, config, envs, role)
             reader = readers.get(mirror, role, connection.alias, settings)
             topics[role] = reader.topics()
             readers_by_role[role] = reader
@@ -335,7 +351,8 @@ def observe_mirror(
 ) -> tuple[KafkaMirrorStatus, list[Event]]:
     """The mirror's status from Kafka and its Deployment, and the events worth posting."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    spec = KafkaMirrorSpec.model_validate(body["spec"])
+    requested = KafkaMirrorSpec.model_validate(body["spec"])
+    spec = operations.running_spec(requested, previous.operation)
     selections = load_selections(api, namespace, name)
     config, envs = render.build_worker_config(namespace, name, spec, selections)
     _, selection_problems = config.compiled_selections()
@@ -344,7 +361,7 @@ def observe_mirror(
     )
     observation = MirrorObservation(
         generation=body["metadata"].get("generation", 0),
-        paused=spec.paused,
+        paused=requested.paused,
         label_selector=render.label_selector(name),
         deployment=_deployment_state(api, namespace, name, 0 if spec.paused else spec.replicas),
         selection_problems=selection_problems,
@@ -354,7 +371,19 @@ def observe_mirror(
         kafka=kafka,
     )
     status = mirror_status(observation, previous, now)
-    return status, mirror_events(previous, status)
+    events = mirror_events(previous, status)
+    if requested.operation is not None or previous.operation is not None:
+        access = operations.Access(
+            None if source_problem else cluster_settings(api, namespace, config, envs, "source"),
+            None if target_problem else cluster_settings(api, namespace, config, envs, "target"),
+        )
+        mirrored = kafka.plan.mirrored if kafka is not None else None
+        status.operation, done = operations.advance(
+            requested, previous.operation, status, config, mirrored, access, now
+        )
+        operations.with_operation(status, requested, previous, now)
+        events += done
+    return status, events
 
 
 def invalid_patterns(selection: Selection) -> list[str]:

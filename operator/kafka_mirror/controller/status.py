@@ -190,6 +190,7 @@ def mirror_status(
         status.partition_problems = [p.problem for p in kafka.progress if p.problem][
             :MAX_PARTITION_PROBLEMS
         ]
+        status.source_last_seen = now
     else:  # Kafka could not be read: keep the last known figures rather than claim zeros
         status.active_topic_count, status.active_topics = (
             previous.active_topic_count,
@@ -199,6 +200,7 @@ def mirror_status(
         status.max_latency_seconds = previous.max_latency_seconds
         status.skipped_topics = previous.skipped_topics
         status.partition_problems = previous.partition_problems
+        status.source_last_seen = previous.source_last_seen
 
     before, gen = previous.conditions, obs.generation
     ready, reason, message = _ready(obs, status.active_topic_count)
