@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +80,32 @@ def remote_values(target: KafkaCluster, remote: str, count: int) -> set[bytes]:
     return {r.value or b"" for p in range(PARTITIONS) for r in read_partition(target, remote, p, 0)}
 
 
-def start_mirror(
-    kube_api: client.ApiClient, namespace: str, a: KafkaCluster, b: KafkaCluster, topic: str
-) -> None:
+@dataclass(frozen=True)
+class Scenario:
+    topic: str
+    app: str  # the application's consumer group
+    read_on_a: list[bytes]  # what the group read on A before it committed and left
+
+    @property
+    def remote(self) -> str:
+        return f"{self.topic}.A"
+
+
+def start_scenario(
+    kube_api: client.ApiClient, namespace: str, a: KafkaCluster, b: KafkaCluster
+) -> Scenario:
+    """The mirror a-to-b of a new topic; a producer writes 300 records on A and the application
+    reads 200 of them, commits mid-stream and leaves."""
+    topic, app = unique("dr-"), unique("app-")
     create_topics(a.bootstrap_servers, [topic], partitions=PARTITIONS)
-    source, target = (
-        {"bootstrapServers": a.bootstrap_servers},
-        {"bootstrapServers": b.bootstrap_servers},
-    )
+    source = {"bootstrapServers": a.bootstrap_servers}
+    target = {"bootstrapServers": b.bootstrap_servers}
     apply(kube_api, mirror("a-to-b", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
     apply(kube_api, selection("app-topics", namespace, "a-to-b", [topic]))
+    produce(a.bootstrap_servers, topic, values(topic, 0, 300))
+    read_on_a = application(a, app, topic, limit=200)
+    assert len(read_on_a) == 200
+    return Scenario(topic, app, read_on_a)
 
 
 def checkpoints_follow(b: KafkaCluster, a: KafkaCluster, group: str, topic: str) -> None:
@@ -141,12 +158,13 @@ def test_a_failover_after_a_is_lost_commits_offsets_and_reports_the_records_lost
     operator: OperatorProcess,
     kubelet: LocalKubelet,
 ) -> None:
-    topic, app = unique("dr-"), unique("app-")
-    remote = f"{topic}.A"
-    start_mirror(kube_api, namespace, kafka_a, kafka_b, topic)
-    produce(kafka_a.bootstrap_servers, topic, values(topic, 0, 300))
-    read_on_a = application(kafka_a, app, topic, limit=200)  # commits mid-stream, leaves
-    assert len(read_on_a) == 200
+    scenario = start_scenario(kube_api, namespace, kafka_a, kafka_b)
+    topic, app, remote, read_on_a = (
+        scenario.topic,
+        scenario.app,
+        scenario.remote,
+        scenario.read_on_a,
+    )
     assert len(remote_values(kafka_b, remote, 300)) == 300
     checkpoints_follow(kafka_b, kafka_a, app, topic)
 
@@ -227,11 +245,13 @@ def test_a_promote_from_the_cli_catches_up_commits_offsets_and_loses_nothing(
     kubelet: LocalKubelet,
     tmp_path: Path,
 ) -> None:
-    topic, app = unique("dr-"), unique("app-")
-    remote = f"{topic}.A"
-    start_mirror(kube_api, namespace, kafka_a, kafka_b, topic)
-    produce(kafka_a.bootstrap_servers, topic, values(topic, 0, 300))
-    read_on_a = application(kafka_a, app, topic, limit=200)
+    scenario = start_scenario(kube_api, namespace, kafka_a, kafka_b)
+    topic, app, remote, read_on_a = (
+        scenario.topic,
+        scenario.app,
+        scenario.remote,
+        scenario.read_on_a,
+    )
     produce(kafka_a.bootstrap_servers, topic, values(topic, 300, 100))  # then producers stop
 
     output = tmp_path / "promote.out"

@@ -22,7 +22,8 @@ from kafka_mirror.api.models import (
 from kafka_mirror.api.policy import AllowLists
 from kafka_mirror.controller import gate, reconcile
 from kafka_mirror.controller.metrics import OperatorMetrics
-from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, OnePerKey, Readers
+from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, Readers
+from kafka_mirror.controller.serial import OnePerKey
 from kafka_mirror.controller.status import mirror_events, unusable_spec_status
 
 FINALIZER = f"{GROUP}/finalizer"
