@@ -67,7 +67,7 @@ def kafka(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         maybe_fail()
         return dict(state["positions"])
 
-    def commit(_config: Any, _settings: Any, op: OperationStatus) -> None:
+    def commit(_config: Any, _access: Any, op: OperationStatus) -> None:
         maybe_fail()
         state["commits"] += 1
 
@@ -194,7 +194,7 @@ def test_phases_only_move_forward_and_an_id_completes_once(
 ) -> None:
     commits = 0
 
-    def commit(_config: Any, _settings: Any, _op: OperationStatus) -> None:
+    def commit(_config: Any, _access: Any, _op: OperationStatus) -> None:
         nonlocal commits
         commits += 1
 

@@ -32,7 +32,8 @@ from kafka_mirror.kafka.groups import (
     committed_offsets,
     newest_checkpoints,
 )
-from kafka_mirror.topics import Selection
+from kafka_mirror.kafka.reverse import original_positions
+from kafka_mirror.topics import Selection, TopicNamer
 from kafka_mirror.worker.checkpoints import GroupFilter
 from kafka_mirror.worker.config import WorkerConfig
 
@@ -42,6 +43,7 @@ DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver"}
 RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver"}
 
 CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
+Position = tuple[str, int]  # topic, partition
 
 
 @dataclass(frozen=True)
@@ -133,19 +135,37 @@ def _source_positions(config: WorkerConfig, settings: dict[str, Any]) -> dict[st
     }
 
 
-def _commit(config: WorkerConfig, settings: dict[str, Any], done: OperationStatus) -> None:
-    """Commit each selected group's newest checkpoint to the group on the target."""
-    newest = newest_checkpoints(settings, checkpoints_topic(config.source.alias))
-    by_group: dict[str, dict[tuple[str, int], int]] = {}
-    wanted = _group_filter(config)
+def _reverse(config: WorkerConfig, source: dict[str, Any]) -> dict[str, dict[Position, int]]:
+    """Reverse checkpoints (a failback's promote): for the groups that read the target's remote
+    topics here (`t.A` on B, with A the target), where to resume in the originals on the target."""
+    naming = config.topic_naming
+    namer = TopicNamer(config.target.alias, naming.policy, naming.separator)
+    wanted = {}
+    for group, offsets in _source_positions(config, source).items():
+        originals = {t: o for t, _ in offsets if (o := namer.source_name(t)) is not None}
+        if originals:
+            wanted[group] = original_positions(source, offsets, config.target.alias, originals)
+    return wanted
+
+
+def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
+    """Commit each selected group's newest checkpoint to the group on the target, and for a
+    promote the reverse checkpoints too."""
+    assert access.target is not None
+    newest = newest_checkpoints(access.target, checkpoints_topic(config.source.alias))
+    wanted: dict[str, dict[Position, int]] = {}
+    groups = _group_filter(config)
     for (group, topic, partition), checkpoint in newest.items():
-        if wanted.wants(group):
-            by_group.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
-    admin = AdminClient(settings)
+        if groups.wants(group):
+            wanted.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
+    if op.type == "Promote" and access.source is not None:
+        for group, offsets in _reverse(config, access.source).items():
+            wanted.setdefault(group, {}).update(offsets)
+    admin = AdminClient(access.target)
     listed: list[CommittedOffset] = []
-    for group, offsets in sorted(by_group.items()):
+    for group, offsets in sorted(wanted.items()):
         if commit_to_idle_group(admin, group, offsets).active:
-            done.skipped_groups.append(group)
+            op.skipped_groups.append(group)
             continue
         # What the group holds now, committed by us or before: the offsets it resumes from.
         held = committed_offsets(admin, group)
@@ -153,7 +173,7 @@ def _commit(config: WorkerConfig, settings: dict[str, Any], done: OperationStatu
             CommittedOffset(group=group, topic=t, partition=p, offset=held.get((t, p), o))
             for (t, p), o in sorted(offsets.items())
         ]
-    done.committed, done.committed_count = listed[:MAX_COMMITTED], len(listed)
+    op.committed, op.committed_count = listed[:MAX_COMMITTED], len(listed)
 
 
 def _step(
@@ -189,7 +209,7 @@ def _step(
             op.phase, op.message = "CommittingOffsets", "workers stopped"
             op.rpo = rpo_of(status)
     elif op.phase == "CommittingOffsets" and access.target is not None:
-        _commit(config, access.target, op)
+        _commit(config, access, op)
         rpo = op.rpo or Rpo()
         skipped = f"; left alone (members on the target): {', '.join(op.skipped_groups)}"
         op.phase, op.completed_at = "Completed", now
