@@ -5,6 +5,7 @@ completes once."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus, TopicSta
 from kafka_mirror.api.operations import OperationStatus
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.operations import Access, advance, pending_checkpoints, rpo_of
+from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.worker.config import WorkerConfig
 
@@ -231,3 +233,30 @@ def test_phases_only_move_forward_and_an_id_completes_once(
     assert commits <= 1 + len(lost)  # again only where its patch was lost: never backwards
     if stored is not None and stored.phase == "Completed":
         assert stored.completed_at is not None
+
+
+@pytest.mark.parametrize(
+    ("latency", "expected"),
+    [
+        (None, ("Unknown", "LatencyUnknown")),
+        (30.0, ("True", "WithinTarget")),
+        (90.5, ("False", "OverTarget")),
+    ],
+)
+def test_within_rpo_holds_the_latency_against_the_spec_target(
+    latency: float | None, expected: tuple[str, str]
+) -> None:
+    observation = MirrorObservation(
+        generation=1,
+        paused=False,
+        label_selector="",
+        deployment=DeploymentState(1, 1, 1),
+        selection_problems=[],
+        selection_count=1,
+        rpo_target_seconds=60,
+    )
+    previous = KafkaMirrorStatus(max_latency_seconds=latency)
+    found = {c.type: c for c in mirror_status(observation, previous, NOW).conditions}
+    assert (found["WithinRpo"].status, found["WithinRpo"].reason) == expected
+    without = replace(observation, rpo_target_seconds=None)
+    assert "WithinRpo" not in {c.type for c in mirror_status(without, previous, NOW).conditions}

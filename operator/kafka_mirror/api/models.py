@@ -332,6 +332,12 @@ class KafkaMirrorSpec(ApiModel):
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic configuration sync.")
     audit: AuditSettings = section(AuditSettings, "The audit CronJob.")
     worker: WorkerPod = section(WorkerPod, "Worker pod settings.")
+    rpo_target_seconds: Annotated[int, Field(ge=1, le=604_800)] | None = Field(
+        default=None,
+        description="Your recovery point objective: the `WithinRpo` condition and the "
+        "`kafka_mirror_rpo_target_seconds` metric (which the latency alert compares with) hold "
+        "the mirroring latency against it.",
+    )
     operation: MirrorOperation | None = Field(
         default=None,
         description="A disaster-recovery operation to carry out (docs/runbook-dr.md); while it "

@@ -134,7 +134,12 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
                 api, body, previous, readers, datetime.now(UTC)
             )
         _status_patch(patch, current)
-        options.metrics.observe(body.metadata.namespace or "", body.metadata.name or "", current)
+        options.metrics.observe(
+            body.metadata.namespace or "",
+            body.metadata.name or "",
+            current,
+            body.get("spec", {}).get("rpoTargetSeconds"),
+        )
         for event in events:
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
 

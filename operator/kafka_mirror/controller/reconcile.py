@@ -332,6 +332,7 @@ def observe_mirror(
         source_problem=source_problem,
         target_problem=target_problem,
         kafka=kafka,
+        rpo_target_seconds=requested.rpo_target_seconds,
     )
     status = mirror_status(observation, previous, now)
     events = mirror_events(previous, status)

@@ -63,6 +63,7 @@ class MirrorObservation:
     source_problem: Problem | None = None
     target_problem: Problem | None = None
     kafka: KafkaState | None = None
+    rpo_target_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,24 @@ def mirror_status(
         ),
         _audit_condition(previous, gen, now),
     ]
+    if obs.rpo_target_seconds is not None:
+        status.conditions.append(_rpo_condition(status, obs.rpo_target_seconds, gen, before, now))
     return status
+
+
+def _rpo_condition(
+    status: KafkaMirrorStatus, target: int, gen: int, before: list[Condition], now: datetime
+) -> Condition:
+    """Whether a failover now would lose less than the objective: the oldest record not yet
+    mirrored is younger than it."""
+    latency = status.max_latency_seconds
+    if latency is None:
+        message = "the age of the oldest unmirrored record is not known now"
+        return condition(before, "WithinRpo", None, "LatencyUnknown", message, gen, now)
+    within = latency <= target
+    message = f"oldest unmirrored record {latency} s old; RPO target {target} s"
+    reason = "WithinTarget" if within else "OverTarget"
+    return condition(before, "WithinRpo", within, reason, message, gen, now)
 
 
 def unusable_spec_status(
