@@ -20,7 +20,7 @@ from kafka_mirror.controller import operations
 from kafka_mirror.controller.operations import Access, advance, pending_checkpoints, rpo_of
 from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.worker.config import WorkerConfig
+from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
 
 NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 PHASES = ["CatchingUp", "StoppingWorkers", "CommittingOffsets", "Completed"]
@@ -260,3 +260,13 @@ def test_within_rpo_holds_the_latency_against_the_spec_target(
     assert (found["WithinRpo"].status, found["WithinRpo"].reason) == expected
     without = replace(observation, rpo_target_seconds=None)
     assert "WithinRpo" not in {c.type for c in mirror_status(without, previous, NOW).conditions}
+
+
+def test_only_the_mirrors_own_remote_topics_get_offsets() -> None:
+    """The checkpoints topic on B is shared by every mirror from A to B."""
+    config = CONFIG.model_copy(
+        update={"selections": [SelectionPatterns(name="s", includes=["orders.*"])]}
+    )
+    assert operations._selected_remote(config, "orders-eu.A")
+    assert not operations._selected_remote(config, "payments.A")  # another mirror's
+    assert not operations._selected_remote(config, "orders")  # not a remote name of A

@@ -148,6 +148,16 @@ def _reverse(config: WorkerConfig, source: dict[str, Any]) -> dict[str, dict[Pos
     return wanted
 
 
+def _selected_remote(config: WorkerConfig, remote: str) -> bool:
+    """Whether a checkpoint's topic is a remote topic of this mirror's selections: the
+    checkpoints topic holds those of every mirror from the same source alias to this target."""
+    original = (
+        remote if config.topic_naming.policy == "identity" else config.namer().source_name(remote)
+    )
+    usable, _ = config.compiled_selections()
+    return original is not None and any(selection.matches(original) for selection in usable)
+
+
 def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
     """Commit each selected group's newest checkpoint to the group on the target, and for a
     promote the reverse checkpoints too."""
@@ -156,7 +166,7 @@ def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
     wanted: dict[str, dict[Position, int]] = {}
     groups = _group_filter(config)
     for (group, topic, partition), checkpoint in newest.items():
-        if groups.wants(group):
+        if groups.wants(group) and _selected_remote(config, topic):
             wanted.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
     if op.type == "Promote" and access.source is not None:
         for group, offsets in _reverse(config, access.source).items():
