@@ -173,3 +173,23 @@ def run_cli(kubeconfig: Path, *args: str, timeout: float = 240) -> str:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+FORMS = ["declarative", "cli"]  # the same operation as a spec change, or from the CLI verb
+
+
+def request_operation(
+    form: str,
+    api: client.ApiClient,
+    kubeconfig: Path,
+    namespace: str,
+    name: str,
+    op: dict[str, str],
+) -> None:
+    """Ask for an operation as GitOps would (a change of the spec) or as a person at a terminal
+    (`kafka-mirror promote|failover`, not waiting: the test follows the status itself)."""
+    if form == "declarative":
+        patch_spec(api, namespace, name, {"operation": op})
+        return
+    verb = op["type"].lower()
+    run_cli(kubeconfig, verb, name, "--namespace", namespace, "--id", op["id"], "--timeout", "0")

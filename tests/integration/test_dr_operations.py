@@ -19,11 +19,13 @@ from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.operator import OperatorProcess
 from tests.helpers.dr import (
+    FORMS,
     checkpoints_follow,
     failed_over_consumer_checks,
     operation_of,
     patch_spec,
     remote_values,
+    request_operation,
     restart_operator_during,
     start_scenario,
     values,
@@ -36,10 +38,13 @@ from tests.helpers.worker import group_offsets, wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
 
 
+@pytest.mark.parametrize("form", FORMS)
 def test_a_failover_after_a_is_lost_commits_offsets_and_reports_the_records_lost(
+    form: str,
     kafka_a: KafkaCluster,
     kafka_b: KafkaCluster,
     kube_api: client.ApiClient,
+    kube_apiserver: KubeApiServer,
     namespace: str,
     operator: OperatorProcess,
     kubelet: LocalKubelet,
@@ -67,12 +72,8 @@ def test_a_failover_after_a_is_lost_commits_offsets_and_reports_the_records_lost
     wait_for(behind, 60, "the status to show the 120 records and their age")
     kafka_a.stop()
     try:
-        patch_spec(
-            kube_api,
-            namespace,
-            "a-to-b",
-            {"operation": {"type": "Failover", "id": "region-a-lost"}},
-        )
+        failover = {"type": "Failover", "id": "region-a-lost"}
+        request_operation(form, kube_api, kube_apiserver.kubeconfig, namespace, "a-to-b", failover)
         restart_operator_during(operator, kube_api, namespace)
         wait_for(
             lambda: operation_of(kube_api, namespace).get("phase") == "Completed",
@@ -124,7 +125,9 @@ def test_a_failover_after_a_is_lost_commits_offsets_and_reports_the_records_lost
         kafka_a.start()
 
 
-def test_a_promote_from_the_cli_catches_up_commits_offsets_and_loses_nothing(
+@pytest.mark.parametrize("form", FORMS)
+def test_a_promote_catches_up_commits_offsets_and_loses_nothing(
+    form: str,
     kafka_a: KafkaCluster,
     kafka_b: KafkaCluster,
     kube_api: client.ApiClient,
@@ -143,21 +146,28 @@ def test_a_promote_from_the_cli_catches_up_commits_offsets_and_loses_nothing(
     )
     produce(kafka_a.bootstrap_servers, topic, values(topic, 300, 100))  # then producers stop
 
-    output = tmp_path / "promote.out"
-    with output.open("w") as sink:
-        cli = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "kafka_mirror", "promote", "a-to-b"),
-                *("--namespace", namespace, "--id", "planned-1", "--timeout", "180"),
-                *("--kubeconfig", str(kube_apiserver.kubeconfig)),
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+    if form == "declarative":
+        patch_spec(kube_api, namespace, "a-to-b", {"operation": {"type": "Promote", "id": "p-1"}})
         restart_operator_during(operator, kube_api, namespace)
-        assert cli.wait(timeout=240) == 0, output.read_text()
-    printed = output.read_text()
-    assert "Promote planned-1 requested" in printed and "Completed" in printed, printed
+        wait_for(
+            lambda: operation_of(kube_api, namespace).get("phase") == "Completed", 180, "promote"
+        )
+    else:  # the CLI follows the status to the end, across the operator's restart
+        output = tmp_path / "promote.out"
+        with output.open("w") as sink:
+            cli = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "kafka_mirror", "promote", "a-to-b"),
+                    *("--namespace", namespace, "--id", "p-1", "--timeout", "180"),
+                    *("--kubeconfig", str(kube_apiserver.kubeconfig)),
+                ],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+            restart_operator_during(operator, kube_api, namespace)
+            assert cli.wait(timeout=240) == 0, output.read_text()
+        printed = output.read_text()
+        assert "Promote p-1 requested" in printed and "Completed" in printed, printed
 
     done = operation_of(kube_api, namespace)
     assert done["rpo"]["totalRecords"] == 0, done
