@@ -122,6 +122,8 @@ def test_a_promote_waits_for_lag_0_and_the_final_checkpoints(kafka: dict[str, An
     assert op is not None and op.phase == "CatchingUp" and events[0].reason == "PromoteStarted"
     op, _ = advance(requested, op, status(lag=5, replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
     assert op is not None and op.phase == "CatchingUp" and "last 5 records" in op.message
+    idle, _ = advance(requested, op, status(lag=5), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    assert idle is not None and idle.phase == "CatchingUp" and "no worker runs" in idle.message
     kafka["positions"] = {"g": {("t", 0): 7}}
     op, _ = advance(requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
     assert op is not None and op.phase == "CatchingUp" and "g t[0]" in op.message

@@ -199,6 +199,11 @@ def _step(
     if op.phase == "CatchingUp":
         if mirrored is None or access.source is None:
             op.message = "the source cannot be read: a promote needs it; use Failover if it is lost"
+        elif status.total_lag and not status.replicas:
+            op.message = (
+                f"{status.total_lag} records to mirror but no worker runs: unpause the mirror "
+                "(or scale it up) to catch up, or use Failover"
+            )
         elif status.total_lag:
             op.message = f"mirroring the last {status.total_lag} records"
         else:
