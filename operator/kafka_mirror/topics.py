@@ -41,6 +41,16 @@ class TopicNamer:
             return f"{self.source_alias}{self.separator}{topic}"
         return topic
 
+    def source_name(self, remote: str) -> str | None:
+        """The topic a remote name was made from, or None if `remote` is not one of this
+        alias's remote names (under identity every name could be: None too)."""
+        mark = f"{self.source_alias}{self.separator}"
+        if self.policy == "suffix" and remote.endswith(f"{self.separator}{self.source_alias}"):
+            return remote[: -len(mark)] or None
+        if self.policy == "prefix" and remote.startswith(mark):
+            return remote[len(mark) :] or None
+        return None
+
     def origins(self, topic: str) -> list[str]:
         """The aliases a topic has already passed through, nearest first (empty if local).
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
+from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import Selection
-from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter, TopicTail, is_news
+from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter, is_news
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.offsets import Sync
 from kafka_mirror.worker.translation import ProvenanceReader, Translation

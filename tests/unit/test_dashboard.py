@@ -44,6 +44,7 @@ COVERED = (
     "kafka_mirror_workers_desired",
     "kafka_mirror_total_lag_records",
     "kafka_mirror_max_latency_seconds",
+    "kafka_mirror_rpo_target_seconds",
     "kafka_mirror_audit_result",
     "kafka_mirror_audit_missing_records",
     "kafka_mirror_audit_duplicate_records",

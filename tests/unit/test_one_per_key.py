@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from kafka_mirror.controller.reconcile import OnePerKey
+from kafka_mirror.controller.serial import OnePerKey
 
 
 def test_calls_arriving_while_one_runs_are_run_after_it_by_the_same_caller_latest_only() -> None:

@@ -57,3 +57,15 @@ def test_a_deleted_mirror_leaves_no_series() -> None:
     metrics.forget("ns", "gone")
     names = [s.name for family in metrics.registry.collect() for s in family.samples]
     assert not [n for n in names if not n.startswith("kafka_mirror_operator_converge")]
+
+
+def test_the_rpo_target_follows_the_spec_and_goes_with_it() -> None:
+    metrics = OperatorMetrics()
+    mirror = {"namespace": "ns", "mirror": "m"}
+    metrics.observe("ns", "m", status("True", "Mirroring"), rpo_target_seconds=60)
+    assert sample(metrics, "kafka_mirror_rpo_target_seconds", **mirror) == 60
+    metrics.observe("ns", "m", status("True", "Mirroring"))  # removed from the spec
+    assert sample(metrics, "kafka_mirror_rpo_target_seconds", **mirror) is None
+    metrics.observe("ns", "m", status("True", "Mirroring"), rpo_target_seconds=30)
+    metrics.forget("ns", "m")
+    assert sample(metrics, "kafka_mirror_rpo_target_seconds", **mirror) is None

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafka_mirror.patterns import InvalidPattern, pattern_error
-from kafka_mirror.topics import Selection, TopicNamer, is_internal, plan_topics
+from kafka_mirror.topics import NamingPolicy, Selection, TopicNamer, is_internal, plan_topics
 
 TOPICS = [
     "topic1",
@@ -156,3 +158,20 @@ def test_patterns_a_linear_engine_cannot_run_are_refused_with_the_reason(
     assert error is not None and error.startswith(reason)
     with pytest.raises(InvalidPattern):
         Selection((pattern,))
+
+
+@given(
+    topic=st.from_regex(r"[a-z][a-z0-9._-]{0,20}", fullmatch=True),
+    policy=st.sampled_from(["suffix", "prefix"]),
+    separator=st.sampled_from([".", "_", "-"]),
+)
+def test_source_name_undoes_remote_name(topic: str, policy: NamingPolicy, separator: str) -> None:
+    namer = TopicNamer("A", policy, separator)
+    assert namer.source_name(namer.remote_name(topic)) == topic
+
+
+def test_source_name_is_none_for_local_names_and_under_identity() -> None:
+    assert TopicNamer("A").source_name("orders") is None
+    assert TopicNamer("A").source_name("orders.B") is None
+    assert TopicNamer("A", "prefix").source_name("B.orders") is None
+    assert TopicNamer("A", "identity").source_name("orders") is None

@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
 
 from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF, KeyAllowList
+from kafka_mirror.api.base import ApiModel, StatusModel
+from kafka_mirror.api.operations import MirrorOperation, OperationStatus
 from kafka_mirror.patterns import pattern_error
 
 GROUP = "kafkamirror.io"
@@ -52,25 +53,6 @@ def section(model: type[BaseModel], description: str) -> Any:
     The CRD says `default: {}` so the API server fills in the nested defaults too.
     """
     return Field(default_factory=model, description=description)
-
-
-class ApiModel(BaseModel):
-    """Base of spec models: camelCase on the wire, unknown fields refused, no coercion (the API
-    server refuses `replicas: false`, so the model must too)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-        strict=True,
-    )
-
-
-class StatusModel(BaseModel):
-    """Base of status models: camelCase on the wire; tolerant of fields it does not know."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 ShortString = Annotated[str, Field(min_length=1, max_length=253)]
@@ -350,6 +332,17 @@ class KafkaMirrorSpec(ApiModel):
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic configuration sync.")
     audit: AuditSettings = section(AuditSettings, "The audit CronJob.")
     worker: WorkerPod = section(WorkerPod, "Worker pod settings.")
+    rpo_target_seconds: Annotated[int, Field(ge=1, le=604_800)] | None = Field(
+        default=None,
+        description="Your recovery point objective: the `WithinRpo` condition and the "
+        "`kafka_mirror_rpo_target_seconds` metric (which the latency alert compares with) hold "
+        "the mirroring latency against it.",
+    )
+    operation: MirrorOperation | None = Field(
+        default=None,
+        description="A disaster-recovery operation to carry out (docs/runbook-dr.md); while it "
+        "names one, the workers are stopped. Remove it to mirror again.",
+    )
 
     @field_validator("target")
     @classmethod
@@ -477,6 +470,10 @@ class KafkaMirrorStatus(StatusModel):
     total_lost_to_retention: int = 0
     max_latency_seconds: float | None = None
     last_audit: AuditResult | None = None
+    source_last_seen: datetime | None = Field(
+        default=None, description="When the source was last read: the figures above are from then."
+    )
+    operation: OperationStatus | None = None
 
 
 class MirrorTopicSelectionStatus(StatusModel):

@@ -22,7 +22,8 @@ from kafka_mirror.api.models import (
 from kafka_mirror.api.policy import AllowLists
 from kafka_mirror.controller import gate, reconcile
 from kafka_mirror.controller.metrics import OperatorMetrics
-from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, OnePerKey, Readers
+from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, Readers
+from kafka_mirror.controller.serial import OnePerKey
 from kafka_mirror.controller.status import mirror_events, unusable_spec_status
 
 FINALIZER = f"{GROUP}/finalizer"
@@ -133,7 +134,12 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
                 api, body, previous, readers, datetime.now(UTC)
             )
         _status_patch(patch, current)
-        options.metrics.observe(body.metadata.namespace or "", body.metadata.name or "", current)
+        options.metrics.observe(
+            body.metadata.namespace or "",
+            body.metadata.name or "",
+            current,
+            body.get("spec", {}).get("rpoTargetSeconds"),
+        )
         for event in events:
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
 

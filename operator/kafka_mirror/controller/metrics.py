@@ -42,6 +42,10 @@ class OperatorMetrics:
             "kafka_mirror_max_latency_seconds",
             "Age of the oldest record not yet mirrored (0 when caught up).",
         )
+        self.rpo_target = gauge(
+            "kafka_mirror_rpo_target_seconds",
+            "spec.rpoTargetSeconds: the recovery point objective the latency is held against.",
+        )
         self.audit_result = gauge(
             "kafka_mirror_audit_result",
             "1 for the result of the last audit (Passed, Failed or Error).",
@@ -72,6 +76,7 @@ class OperatorMetrics:
             self.skipped_topics,
             self.total_lag,
             self.max_latency,
+            self.rpo_target,
             self.audit_time,
             self.audit_missing,
             self.audit_duplicates,
@@ -82,7 +87,13 @@ class OperatorMetrics:
     def serve(self, port: int) -> None:
         start_http_server(port, registry=self.registry)
 
-    def observe(self, namespace: str, mirror: str, status: KafkaMirrorStatus) -> None:
+    def observe(
+        self,
+        namespace: str,
+        mirror: str,
+        status: KafkaMirrorStatus,
+        rpo_target_seconds: int | None = None,
+    ) -> None:
         labels = (namespace, mirror)
         ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions)
         self.ready.labels(*labels).set(1 if ready else 0)
@@ -100,6 +111,11 @@ class OperatorMetrics:
         self.skipped_topics.labels(*labels).set(len(status.skipped_topics))
         self.total_lag.labels(*labels).set(status.total_lag)
         self.max_latency.labels(*labels).set(status.max_latency_seconds or 0)
+        if rpo_target_seconds is None:
+            with suppress(KeyError):  # a target removed from the spec: its series goes
+                self.rpo_target.remove(*labels)
+        else:
+            self.rpo_target.labels(*labels).set(rpo_target_seconds)
         audit = status.last_audit
         if audit is None or audit.result is None:
             return

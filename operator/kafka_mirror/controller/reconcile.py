@@ -7,7 +7,6 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,6 +24,7 @@ from kafka_mirror.api.models import (
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
 )
+from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
 from kafka_mirror.controller.status import (
     DeploymentState,
@@ -129,7 +129,10 @@ class Desired:
 def desired_children(api: client.ApiClient, body: kopf.Body, image: str) -> Desired:
     """Everything the mirror should own, rendered from its spec and its live selections."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    spec = KafkaMirrorSpec.model_validate(body["spec"])
+    spec = operations.running_spec(
+        KafkaMirrorSpec.model_validate(body["spec"]),
+        KafkaMirrorStatus.model_validate(body.get("status") or {}).operation,
+    )
     config, envs = render.build_worker_config(
         namespace, name, spec, load_selections(api, namespace, name)
     )
@@ -203,42 +206,6 @@ def delete_children(api: client.ApiClient, namespace: str, name: str) -> None:
         delete(api, api_version, kind, namespace, child)
 
 
-class OnePerKey:
-    """Runs one call per key at a time; a call that arrives meanwhile is run by the caller
-    already running, after its own (only the latest such call: it has the newest object).
-
-    A mirror's create handler, its selection's handler and its timer all converge it, often at
-    once; side by side they would only repeat the same idempotent applies.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: set[str] = set()
-        self._next: dict[str, Callable[[], list[str]]] = {}
-
-    def run(self, key: str, call: Callable[[], list[str]]) -> list[str]:
-        with self._lock:
-            if key in self._running:
-                self._next[key] = call
-                return []
-            self._running.add(key)
-        result: list[str] = []
-        following: Callable[[], list[str]] | None = call
-        try:
-            while following is not None:
-                result = following() or result
-                with self._lock:  # checked and released together: no call slips between
-                    following = self._next.pop(key, None)
-                    if following is None:
-                        self._running.discard(key)
-        except BaseException:
-            with self._lock:
-                self._running.discard(key)
-                self._next.pop(key, None)  # the timer converges again
-            raise
-        return result
-
-
 # --- observing ------------------------------------------------------------------------------
 
 
@@ -286,6 +253,19 @@ def _deployment_state(
     return DeploymentState(desired, status.replicas or 0, status.ready_replicas or 0)
 
 
+def cluster_settings(
+    api: client.ApiClient,
+    namespace: str,
+    config: WorkerConfig,
+    envs: list[CredentialEnv],
+    role: str,
+) -> dict[str, str]:
+    """librdkafka settings of the source or the target, with the credentials from the Secrets."""
+    connection = config.source if role == "source" else config.target
+    mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
+    return connection.client_config(resolve_credentials(api, namespace, mine))
+
+
 def _observe_kafka(
     api: client.ApiClient,
     namespace: str,
@@ -299,9 +279,8 @@ def _observe_kafka(
     problems: dict[str, Problem | None] = {"source": None, "target": None}
     topics: dict[str, dict[str, int]] = {}
     for role, connection in (("source", config.source), ("target", config.target)):
-        mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
         try:
-            settings = connection.client_config(resolve_credentials(api, namespace, mine))
+            settings = cluster_settings(api, namespace, config, envs, role)
             reader = readers.get(mirror, role, connection.alias, settings)
             topics[role] = reader.topics()
             readers_by_role[role] = reader
@@ -335,7 +314,8 @@ def observe_mirror(
 ) -> tuple[KafkaMirrorStatus, list[Event]]:
     """The mirror's status from Kafka and its Deployment, and the events worth posting."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    spec = KafkaMirrorSpec.model_validate(body["spec"])
+    requested = KafkaMirrorSpec.model_validate(body["spec"])
+    spec = operations.running_spec(requested, previous.operation)
     selections = load_selections(api, namespace, name)
     config, envs = render.build_worker_config(namespace, name, spec, selections)
     _, selection_problems = config.compiled_selections()
@@ -344,7 +324,7 @@ def observe_mirror(
     )
     observation = MirrorObservation(
         generation=body["metadata"].get("generation", 0),
-        paused=spec.paused,
+        paused=requested.paused,
         label_selector=render.label_selector(name),
         deployment=_deployment_state(api, namespace, name, 0 if spec.paused else spec.replicas),
         selection_problems=selection_problems,
@@ -353,9 +333,22 @@ def observe_mirror(
         target_problem=target_problem,
         kafka=kafka,
         audit_schedule=None if spec.audit.suspend else spec.audit.schedule,
+        rpo_target_seconds=requested.rpo_target_seconds,
     )
     status = mirror_status(observation, previous, now)
-    return status, mirror_events(previous, status)
+    events = mirror_events(previous, status)
+    if requested.operation is not None or previous.operation is not None:
+        access = operations.Access(
+            None if source_problem else cluster_settings(api, namespace, config, envs, "source"),
+            None if target_problem else cluster_settings(api, namespace, config, envs, "target"),
+        )
+        mirrored = kafka.plan.mirrored if kafka is not None else None
+        status.operation, done = operations.advance(
+            requested, previous.operation, status, config, mirrored, access, now
+        )
+        operations.with_operation(status, requested, previous, now)
+        events += done
+    return status, events
 
 
 def invalid_patterns(selection: Selection) -> list[str]:

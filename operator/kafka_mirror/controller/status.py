@@ -66,6 +66,7 @@ class MirrorObservation:
     target_problem: Problem | None = None
     kafka: KafkaState | None = None
     audit_schedule: str | None = None  # None while the audit is suspended
+    rpo_target_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,7 @@ def mirror_status(
         status.partition_problems = [p.problem for p in kafka.progress if p.problem][
             :MAX_PARTITION_PROBLEMS
         ]
+        status.source_last_seen = now
     else:  # Kafka could not be read: keep the last known figures rather than claim zeros
         status.active_topic_count, status.active_topics = (
             previous.active_topic_count,
@@ -250,6 +252,7 @@ def mirror_status(
         status.max_latency_seconds = previous.max_latency_seconds
         status.skipped_topics = previous.skipped_topics
         status.partition_problems = previous.partition_problems
+        status.source_last_seen = previous.source_last_seen
 
     before, gen = previous.conditions, obs.generation
     ready, reason, message = _ready(obs, status.active_topic_count)
@@ -290,7 +293,24 @@ def mirror_status(
         ),
         _audit_condition(previous, gen, now, obs.audit_schedule),
     ]
+    if obs.rpo_target_seconds is not None:
+        status.conditions.append(_rpo_condition(status, obs.rpo_target_seconds, gen, before, now))
     return status
+
+
+def _rpo_condition(
+    status: KafkaMirrorStatus, target: int, gen: int, before: list[Condition], now: datetime
+) -> Condition:
+    """Whether a failover now would lose less than the objective: the oldest record not yet
+    mirrored is younger than it."""
+    latency = status.max_latency_seconds
+    if latency is None:
+        message = "the age of the oldest unmirrored record is not known now"
+        return condition(before, "WithinRpo", None, "LatencyUnknown", message, gen, now)
+    within = latency <= target
+    message = f"oldest unmirrored record {latency} s old; RPO target {target} s"
+    reason = "WithinTarget" if within else "OverTarget"
+    return condition(before, "WithinRpo", within, reason, message, gen, now)
 
 
 def unusable_spec_status(

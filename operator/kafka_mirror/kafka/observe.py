@@ -225,6 +225,9 @@ class ClusterReader:
                 if message.error() is None and key not in found:
                     found[key] = message.timestamp()[1]
                     consumer.pause([TopicPartition(key[0], key[1])])
+        # A paused partition stays paused in the client across assignments: resume them, or the
+        # next probe of the same partitions reads nothing and the latency is never known again.
+        consumer.resume([TopicPartition(topic, partition) for topic, partition in found])
         consumer.unassign()
         return found
 

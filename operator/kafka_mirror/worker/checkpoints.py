@@ -15,18 +15,15 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    ConsumerGroupState,
     ConsumerGroupTopicPartitions,
-    KafkaError,
     KafkaException,
     Producer,
-    TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
+from kafka_mirror.kafka.groups import commit_to_idle_group
+from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import Selection
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.offsets import OffsetSyncStore
@@ -36,43 +33,6 @@ from kafka_mirror.worker.translation import ProvenanceReader
 log = logging.getLogger(__name__)
 
 CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
-
-
-class TopicTail:
-    """Reads a 1-partition internal topic incrementally: each call returns what is new.
-
-    The consumer must have `enable.partition.eof` set: the end-of-partition event tells that
-    everything written so far has been read.
-    """
-
-    def __init__(self, consumer: Consumer, topic: str) -> None:
-        self.consumer = consumer
-        self.caught_up = False
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-
-    def read_new(self, timeout: float = 5.0) -> list[tuple[bytes, bytes]]:
-        records: list[tuple[bytes, bytes]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            messages = self.consumer.consume(num_messages=1000, timeout=0.1)
-            if not messages and self.caught_up:
-                break  # nothing written since the last end of partition
-            for message in messages:
-                error = message.error()
-                if error is None:
-                    self.caught_up = False
-                    key, value = message.key(), message.value()
-                    if key is not None and value is not None:
-                        records.append((key, value))
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    self.caught_up = True
-                elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    return records  # not created yet
-                else:
-                    raise KafkaException(error)
-            if self.caught_up:
-                break
-        return records
 
 
 def is_news(previous: Checkpoint | None, upstream: int, downstream: int) -> bool:
@@ -242,52 +202,12 @@ class Checkpointer:
 
     def _sync_group(self, group: str, owned: dict[tuple[str, int], str]) -> None:
         """Commit the checkpointed offsets to `group` on the target, if it is idle there."""
-        described = self.target_admin.describe_consumer_groups(
-            [group], request_timeout=ADMIN_TIMEOUT
-        )[group]
-        try:
-            description = described.result(timeout=ADMIN_TIMEOUT)
-            if description.members or description.state not in (
-                ConsumerGroupState.EMPTY,
-                ConsumerGroupState.DEAD,
-                ConsumerGroupState.UNKNOWN,
-            ):
-                return  # active on the target: its own commits win
-        except KafkaException:
-            pass  # the group does not exist on the target yet
-        current = self._target_offsets(group)
         remotes = set(owned.values())
-        updates = [
-            TopicPartition(topic, partition, checkpoint.downstream_offset)
+        wanted = {
+            (topic, partition): checkpoint.downstream_offset
             for (g, topic, partition), checkpoint in self.emitted.items()
-            if g == group
-            and topic in remotes
-            and checkpoint.downstream_offset > current.get((topic, partition), -1)
-        ]
-        if not updates:
-            return
-        future = self.target_admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, updates)]
-        )[group]
-        try:
-            result = future.result(timeout=ADMIN_TIMEOUT)
-        except KafkaException as error:
-            # A member may have joined since we looked; it owns its offsets now.
-            log.info("not syncing offsets of group %s on the target: %s", group, error)
-            return
-        refused = [tp for tp in result.topic_partitions or [] if tp.error is not None]
-        for tp in refused:
-            log.info(
-                "group %s on the target kept %s[%d]: %s", group, tp.topic, tp.partition, tp.error
-            )
-        self.metrics.group_offsets_synced.labels(group).inc(len(updates) - len(refused))
-
-    def _target_offsets(self, group: str) -> dict[tuple[str, int], int]:
-        futures = self.target_admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)]
-        )
-        try:
-            result = futures[group].result(timeout=ADMIN_TIMEOUT)
-        except KafkaException:
-            return {}
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []}
+            if g == group and topic in remotes
+        }
+        if wanted:
+            committed = commit_to_idle_group(self.target_admin, group, wanted)
+            self.metrics.group_offsets_synced.labels(group).inc(len(committed.offsets))

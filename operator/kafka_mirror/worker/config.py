@@ -16,8 +16,8 @@ import yaml
 from pydantic import Field
 
 from kafka_mirror.api.allowed import CLIENT_CONFIG
+from kafka_mirror.api.base import ApiModel
 from kafka_mirror.api.models import (
-    ApiModel,
     Checkpoints,
     Heartbeats,
     OffsetSyncs,

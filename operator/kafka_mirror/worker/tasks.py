@@ -7,8 +7,9 @@ import logging
 import time
 
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC, Heartbeat, checkpoints_topic
+from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import Selection
-from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter, TopicTail
+from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.metrics import WorkerMetrics

@@ -1,0 +1,298 @@
+"""Promote and fail over: `spec.operation` carried out one phase per status refresh.
+
+Every phase is decided again from the status and from Kafka on each refresh, and every action is
+idempotent (stopping the workers, committing offsets that never go backwards), so an operator
+restarted midway carries on where the status says; a completed id is never run again.
+docs/runbook-dr.md describes the phases and what the status reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus
+from kafka_mirror.api.operations import (
+    CommittedOffset,
+    MirrorOperation,
+    OperationStatus,
+    Phase,
+    Rpo,
+    TopicRpo,
+)
+from kafka_mirror.controller.status import Event, condition
+from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
+from kafka_mirror.kafka.groups import (
+    ADMIN_TIMEOUT,
+    commit_to_idle_group,
+    committed_offsets,
+    newest_checkpoints,
+)
+from kafka_mirror.kafka.reverse import original_positions
+from kafka_mirror.topics import Selection, TopicNamer
+from kafka_mirror.worker.checkpoints import GroupFilter
+from kafka_mirror.worker.config import WorkerConfig
+
+MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
+MAX_PENDING_SHOWN = 3
+DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver"}
+RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver"}
+
+CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
+Position = tuple[str, int]  # topic, partition
+
+
+@dataclass(frozen=True)
+class Access:
+    """Client settings of the two clusters for this refresh (None: not usable now)."""
+
+    source: dict[str, Any] | None
+    target: dict[str, Any] | None
+
+
+def current(spec: KafkaMirrorSpec, status: OperationStatus | None) -> OperationStatus | None:
+    """The status of the operation the spec asks for, if it has started."""
+    requested = spec.operation
+    if requested is None or status is None or status.id != requested.id:
+        return None
+    return status
+
+
+def stops_workers(spec: KafkaMirrorSpec, status: OperationStatus | None) -> bool:
+    """Whether the workers must be stopped: from a failover's start, after a promote's catch-up,
+    and for as long as the spec names the operation."""
+    requested = spec.operation
+    if requested is None:
+        return False
+    if requested.type == "Failover":
+        return True
+    started = current(spec, status)
+    return started is not None and started.phase != "CatchingUp"
+
+
+def running_spec(spec: KafkaMirrorSpec, status: OperationStatus | None) -> KafkaMirrorSpec:
+    """The spec the workers are rendered from: an operation stops them as a pause does."""
+    if stops_workers(spec, status):
+        return spec.model_copy(update={"paused": True})
+    return spec
+
+
+def rpo_of(status: KafkaMirrorStatus) -> Rpo:
+    """What was not mirrored when the source was last read, from the status's own figures."""
+    listed = [
+        TopicRpo(name=t.name, records=t.lag, seconds=t.latency_seconds if t.lag else 0.0)
+        for t in status.topics
+    ]
+    seconds = [t.seconds for t in listed if t.records and t.seconds is not None]
+    return Rpo(
+        source_last_seen=status.source_last_seen,
+        total_records=status.total_lag,
+        max_seconds=max(seconds) if seconds else (0.0 if not status.total_lag else None),
+        topics=[t for t in listed if t.records],
+    )
+
+
+def pending_checkpoints(
+    positions: dict[str, dict[tuple[str, int], int]],
+    mirrored: dict[str, str],
+    checkpoints: dict[CheckpointKey, Checkpoint],
+) -> list[str]:
+    """The (group, topic, partition) whose newest checkpoint does not name the group's committed
+    offset on the source yet; `positions` are the groups' offsets on the source."""
+    pending = []
+    for group, offsets in sorted(positions.items()):
+        for (topic, partition), offset in sorted(offsets.items()):
+            remote = mirrored.get(topic)
+            if remote is None:
+                continue
+            found = checkpoints.get((group, remote, partition))
+            if found is None or found.upstream_offset != offset:
+                pending.append(f"{group} {topic}[{partition}]")
+    return pending
+
+
+def _group_filter(config: WorkerConfig) -> GroupFilter:
+    groups = config.checkpoints.groups
+    return GroupFilter(
+        Selection(tuple(groups.includes), tuple(groups.excludes)), config.consumer_group
+    )
+
+
+def _source_positions(config: WorkerConfig, settings: dict[str, Any]) -> dict[str, Any]:
+    admin = AdminClient(settings)
+    listing = admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result(
+        timeout=ADMIN_TIMEOUT
+    )
+    wanted = _group_filter(config)
+    return {
+        g.group_id: committed_offsets(admin, g.group_id)
+        for g in listing.valid
+        if wanted.wants(g.group_id)
+    }
+
+
+def _reverse(config: WorkerConfig, source: dict[str, Any]) -> dict[str, dict[Position, int]]:
+    """Reverse checkpoints (a failback's promote): for the groups that read the target's remote
+    topics here (`t.A` on B, with A the target), where to resume in the originals on the target."""
+    naming = config.topic_naming
+    namer = TopicNamer(config.target.alias, naming.policy, naming.separator)
+    wanted = {}
+    for group, offsets in _source_positions(config, source).items():
+        originals = {t: o for t, _ in offsets if (o := namer.source_name(t)) is not None}
+        if originals:
+            wanted[group] = original_positions(source, offsets, config.target.alias, originals)
+    return wanted
+
+
+def _selected_remote(config: WorkerConfig, remote: str) -> bool:
+    """Whether a checkpoint's topic is a remote topic of this mirror's selections: the
+    checkpoints topic holds those of every mirror from the same source alias to this target."""
+    original = (
+        remote if config.topic_naming.policy == "identity" else config.namer().source_name(remote)
+    )
+    usable, _ = config.compiled_selections()
+    return original is not None and any(selection.matches(original) for selection in usable)
+
+
+def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
+    """Commit each selected group's newest checkpoint to the group on the target, and for a
+    promote the reverse checkpoints too."""
+    assert access.target is not None
+    newest = newest_checkpoints(access.target, checkpoints_topic(config.source.alias))
+    wanted: dict[str, dict[Position, int]] = {}
+    groups = _group_filter(config)
+    for (group, topic, partition), checkpoint in newest.items():
+        if groups.wants(group) and _selected_remote(config, topic):
+            wanted.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
+    if op.type == "Promote" and access.source is not None:
+        for group, offsets in _reverse(config, access.source).items():
+            wanted.setdefault(group, {}).update(offsets)
+    admin = AdminClient(access.target)
+    listed: list[CommittedOffset] = []
+    for group, offsets in sorted(wanted.items()):
+        if commit_to_idle_group(admin, group, offsets).active:
+            op.skipped_groups.append(group)
+            continue
+        # What the group holds now, committed by us or before: the offsets it resumes from.
+        held = committed_offsets(admin, group)
+        listed += [
+            CommittedOffset(group=group, topic=t, partition=p, offset=held.get((t, p), o))
+            for (t, p), o in sorted(offsets.items())
+        ]
+    op.committed, op.committed_count = listed[:MAX_COMMITTED], len(listed)
+
+
+def _step(
+    requested: MirrorOperation,
+    op: OperationStatus,
+    status: KafkaMirrorStatus,
+    config: WorkerConfig,
+    mirrored: dict[str, str] | None,
+    access: Access,
+    now: datetime,
+) -> None:
+    """Move `op` on by at most one phase, saying in its message what it waits for."""
+    if op.phase == "CatchingUp":
+        if mirrored is None or access.source is None:
+            op.message = "the source cannot be read: a promote needs it; use Failover if it is lost"
+        elif status.total_lag and not status.replicas:
+            op.message = (
+                f"{status.total_lag} records to mirror but no worker runs: unpause the mirror "
+                "(or scale it up) to catch up, or use Failover"
+            )
+        elif status.total_lag:
+            op.message = f"mirroring the last {status.total_lag} records"
+        else:
+            checkpoints = newest_checkpoints(
+                access.target or {}, checkpoints_topic(config.source.alias)
+            )
+            positions = _source_positions(config, access.source)
+            pending = pending_checkpoints(positions, mirrored, checkpoints)
+            if pending:
+                shown = ", ".join(pending[:MAX_PENDING_SHOWN])
+                op.message = f"lag 0; waiting for the final checkpoints of {len(pending)}: {shown}"
+            else:
+                op.phase, op.message = "StoppingWorkers", "lag 0, final checkpoints written"
+    elif op.phase == "StoppingWorkers":
+        if status.replicas:
+            op.message = f"waiting for {status.replicas} workers to stop"
+        else:
+            op.phase, op.message = "CommittingOffsets", "workers stopped"
+            op.rpo = rpo_of(status)
+    elif op.phase == "CommittingOffsets" and access.target is not None:
+        _commit(config, access, op)
+        rpo = op.rpo or Rpo()
+        skipped = f"; left alone (members on the target): {', '.join(op.skipped_groups)}"
+        op.phase, op.completed_at = "Completed", now
+        op.message = (
+            f"{DONE_REASON[requested.type].lower()}: {op.committed_count} group offsets committed "
+            f"on the target; RPO {rpo.total_records} records"
+            + (f", {rpo.max_seconds} s" if rpo.max_seconds else "")
+            + (skipped if op.skipped_groups else "")
+        )
+
+
+def advance(
+    spec: KafkaMirrorSpec,
+    previous: OperationStatus | None,
+    status: KafkaMirrorStatus,
+    config: WorkerConfig,
+    mirrored: dict[str, str] | None,
+    access: Access,
+    now: datetime,
+) -> tuple[OperationStatus | None, list[Event]]:
+    """The operation's status after this refresh, and an event per phase entered.
+    `mirrored` is the plan's source topic → remote topic, None when the source was not read."""
+    requested = spec.operation
+    if requested is None:
+        return previous, []  # the record of the last operation stays
+    op = current(spec, previous)
+    if op is None:
+        first: Phase = "CatchingUp" if requested.type == "Promote" else "StoppingWorkers"
+        op = OperationStatus(id=requested.id, type=requested.type, phase=first, started_at=now)
+        started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
+        return op, [started]
+    if op.phase == "Completed":
+        return op, []
+    op = op.model_copy(deep=True)
+    before = op.phase
+    try:
+        _step(requested, op, status, config, mirrored, access, now)
+    except (KafkaException, TimeoutError) as error:
+        op.message = f"{op.phase}: Kafka did not answer, trying again: {error}"
+    if op.phase == before:
+        return op, []
+    reason = DONE_REASON[requested.type] if op.phase == "Completed" else op.phase
+    return op, [Event("Normal", reason, op.message)]
+
+
+def with_operation(
+    status: KafkaMirrorStatus, spec: KafkaMirrorSpec, previous: KafkaMirrorStatus, now: datetime
+) -> None:
+    """Ready and OperationDone as the operation has them: a mirror that was promoted or failed
+    over no longer mirrors, which is what its owner asked."""
+    op = current(spec, status.operation)
+    if op is None:
+        return
+    done = op.phase == "Completed"
+    reason = DONE_REASON[op.type] if done else RUNNING_REASON[op.type]
+    message = f"{op.type} {op.id}: {op.message or op.phase}"
+    gen = status.observed_generation
+    others = [c for c in status.conditions if c.type not in ("Ready", "OperationDone")]
+    status.conditions = [
+        condition(previous.conditions, "Ready", False, reason, message, gen, now),
+        *others,
+        condition(
+            previous.conditions,
+            "OperationDone",
+            done,
+            reason if done else op.phase,
+            message,
+            gen,
+            now,
+        ),
+    ]

@@ -1,0 +1,117 @@
+"""Consumer groups across the two clusters: the groups' committed offsets, the newest checkpoints
+on the target, and committing translated offsets to a group on the target, never backwards and
+never under a group that has members there (its own commits win).
+
+The workers' offset sync and the operator's promote and failover commit through the same
+`commit_to_idle_group`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.kafka.formats import Checkpoint
+from kafka_mirror.kafka.tail import TopicTail
+
+log = logging.getLogger(__name__)
+
+ADMIN_TIMEOUT = 30.0
+IDLE_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
+
+Position = tuple[str, int]  # topic, partition
+
+
+@dataclass
+class Committed:
+    """What one commit to a group on the target did."""
+
+    active: bool = False  # the group has members on the target: nothing committed
+    offsets: dict[Position, int] = field(default_factory=dict)  # committed now
+
+
+def committed_offsets(admin: AdminClient, group: str) -> dict[Position, int]:
+    """The group's committed offsets ({} for a group the cluster does not know)."""
+    futures = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=ADMIN_TIMEOUT
+    )
+    try:
+        result = futures[group].result(timeout=ADMIN_TIMEOUT)
+    except KafkaException:
+        return {}
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.topic_partitions or []
+        if tp.error is None and tp.offset >= 0
+    }
+
+
+def is_active(admin: AdminClient, group: str) -> bool:
+    described = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT)[group]
+    try:
+        description = described.result(timeout=ADMIN_TIMEOUT)
+    except KafkaException:
+        return False  # the group does not exist on the cluster yet
+    return bool(description.members) or description.state not in IDLE_STATES
+
+
+def commit_to_idle_group(admin: AdminClient, group: str, wanted: dict[Position, int]) -> Committed:
+    """Commit `wanted` to `group` where it moves the group forward, if the group is idle."""
+    if is_active(admin, group):
+        return Committed(active=True)
+    current = committed_offsets(admin, group)
+    updates = {tp: offset for tp, offset in wanted.items() if offset > current.get(tp, -1)}
+    if not updates:
+        return Committed()
+    request = [TopicPartition(t, p, o) for (t, p), o in sorted(updates.items())]
+    future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, request)])
+    try:
+        result = future[group].result(timeout=ADMIN_TIMEOUT)
+    except KafkaException as error:
+        # A member may have joined since we looked; it owns its offsets now.
+        log.info("not committing offsets of group %s on the target: %s", group, error)
+        return Committed(active=True)
+    for tp in result.topic_partitions or []:
+        if tp.error is not None:
+            log.info("group %s kept %s[%d]: %s", group, tp.topic, tp.partition, tp.error)
+            updates.pop((tp.topic, tp.partition), None)
+    return Committed(offsets=updates)
+
+
+def newest_checkpoints(
+    settings: dict[str, Any], topic: str, timeout: float = 30.0
+) -> dict[tuple[str, str, int], Checkpoint]:
+    """The newest checkpoint of each (group, downstream topic, partition), read from the
+    beginning to the end of the checkpoints topic (a partition it does not have is empty)."""
+    consumer = Consumer(
+        {
+            **settings,
+            "group.id": "kafka-mirror-operator-checkpoints",  # never joined nor committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        listed = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if listed is None or listed.error is not None:
+            return {}  # no checkpoint written yet
+        tail = TopicTail(consumer, topic)
+        newest: dict[tuple[str, str, int], Checkpoint] = {}
+        for key, value in tail.read_new(timeout=timeout):
+            checkpoint = Checkpoint.decode(key, value)
+            newest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+        if not tail.caught_up:
+            raise KafkaException(f"could not read {topic} to its end within {timeout:.0f} s")
+        return newest
+    finally:
+        consumer.close()

@@ -1,0 +1,195 @@
+"""The application side of the disaster-recovery tests: its records, its consumer group reading
+from its committed offsets, and the mirror a-to-b it relies on; read straight from Kafka."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from kubernetes import client
+
+from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.kube import apply
+from tests.helpers.failover import newest_checkpoints
+from tests.helpers.kafka import Record, consume, create_topics, end_offsets, produce, unique
+from tests.helpers.objects import mirror, selection, status_of
+from tests.helpers.worker import group_offsets, read_partition, wait_for
+
+PARTITIONS = 3
+MAX_LAG = 100  # offsetSyncs.maxLag: the documented re-read bound, per partition
+REREAD_BOUND = MAX_LAG * PARTITIONS
+
+
+def values(tag: str, first: int, count: int) -> list[Record]:
+    return [
+        Record(key=f"k{i}".encode(), value=f"{tag}-{i}".encode(), partition=i % PARTITIONS)
+        for i in range(first, first + count)
+    ]
+
+
+def application(
+    cluster: KafkaCluster, group: str, topics: list[str], limit: int | None
+) -> list[bytes]:
+    """The application's consumer: reads `topics` in its group, from its committed offsets,
+    `limit` records (then commits mid-stream and leaves) or, without a limit, to their ends."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    ends = {
+        TopicPartition(t, p): end
+        for t in topics
+        for p, end in end_offsets(cluster.bootstrap_servers, t).items()
+    }
+    # Where the group starts: one before, as if it had read the record there.
+    last = {
+        (tp.topic, tp.partition): tp.offset - 1
+        for tp in consumer.committed(list(ends), timeout=10)
+        if tp.offset >= 0
+    }
+    consumer.subscribe(topics)
+    read: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if limit is None and all(
+                last.get((tp.topic, tp.partition), -1) >= end - 1 for tp, end in ends.items()
+            ):
+                break
+            for message in consumer.consume(num_messages=1 if limit else 500, timeout=0.5):
+                if message.error() is None and (limit is None or len(read) < limit):
+                    read.append(message.value() or b"")
+                    last[(message.topic() or "", message.partition() or 0)] = message.offset() or 0
+            if limit is not None and len(read) >= limit:
+                break
+        if read:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return read
+
+
+def remote_values(target: KafkaCluster, remote: str, count: int) -> set[bytes]:
+    """Every value on the remote topic of B, once it holds `count` distinct ones."""
+    consume(target.bootstrap_servers, remote, count, timeout=90)  # until that many arrived
+    return {r.value or b"" for p in range(PARTITIONS) for r in read_partition(target, remote, p, 0)}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    topic: str
+    app: str  # the application's consumer group
+    read_on_a: list[bytes]  # what the group read on A before it committed and left
+
+    @property
+    def remote(self) -> str:
+        return f"{self.topic}.A"
+
+
+def start_scenario(
+    kube_api: client.ApiClient, namespace: str, a: KafkaCluster, b: KafkaCluster
+) -> Scenario:
+    """The mirror a-to-b of a new topic; a producer writes 300 records on A and the application
+    reads 200 of them, commits mid-stream and leaves."""
+    topic, app = unique("dr-"), unique("app-")
+    create_topics(a.bootstrap_servers, [topic], partitions=PARTITIONS)
+    source = {"bootstrapServers": a.bootstrap_servers}
+    target = {"bootstrapServers": b.bootstrap_servers}
+    apply(kube_api, mirror("a-to-b", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
+    apply(kube_api, selection("app-topics", namespace, "a-to-b", [topic]))
+    produce(a.bootstrap_servers, topic, values(topic, 0, 300))
+    read_on_a = application(a, app, [topic], limit=200)
+    assert len(read_on_a) == 200
+    return Scenario(topic, app, read_on_a)
+
+
+def checkpoints_follow(b: KafkaCluster, a: KafkaCluster, group: str, topic: str) -> None:
+    """Until the group's checkpoints on B name its committed offsets on A."""
+    at = {p: o for (t, p), o in group_offsets(a, group).items() if t == topic}
+
+    def done() -> bool:
+        newest = newest_checkpoints(b, f"{topic}.A")
+        return all(
+            (c := newest.get((group, p))) is not None and c.upstream_offset == o
+            for p, o in at.items()
+        )
+
+    wait_for(done, 60, f"the checkpoints of {group}")
+
+
+def operation_of(api: client.ApiClient, namespace: str, name: str = "a-to-b") -> dict[str, Any]:
+    return dict(status_of(api, namespace, name).get("operation") or {})
+
+
+def restart_operator_during(
+    operator: OperatorProcess, api: client.ApiClient, namespace: str
+) -> None:
+    """SIGKILL the operator once the operation has started, and start it again."""
+    wait_for(lambda: bool(operation_of(api, namespace)), 60, "the operation to start")
+    operator.kill()
+    operator.start()
+
+
+def failed_over_consumer_checks(
+    b: KafkaCluster, group: str, remote: str, on_b: set[bytes], read_on_a: list[bytes]
+) -> int:
+    """The group resumed on B from the committed offsets: no record of B skipped; returns the
+    re-reads (records it had already read on A)."""
+    read_on_b = application(b, group, [remote], limit=None)
+    skipped = on_b - set(read_on_a) - set(read_on_b)
+    assert not skipped, (
+        f"{len(skipped)} records never read by the group, e.g. {sorted(skipped)[:3]}"
+    )
+    rereads = sum(1 for value in read_on_b if value in set(read_on_a))
+    assert rereads <= REREAD_BOUND, rereads
+    return rereads
+
+
+def patch_spec(api: client.ApiClient, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    """A merge patch of a mirror's spec, as `kubectl patch --type=merge` (None removes a field)."""
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "kafkamirrors", name, {"spec": spec}
+    )
+
+
+def run_cli(kubeconfig: Path, *args: str, timeout: float = 240) -> str:
+    """`kafka-mirror ARGS` as a person at a terminal runs it; fails with its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kafka_mirror", *args, "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+FORMS = ["declarative", "cli"]  # the same operation as a spec change, or from the CLI verb
+
+
+def request_operation(
+    form: str,
+    api: client.ApiClient,
+    kubeconfig: Path,
+    namespace: str,
+    name: str,
+    op: dict[str, str],
+) -> None:
+    """Ask for an operation as GitOps would (a change of the spec) or as a person at a terminal
+    (`kafka-mirror promote|failover`, not waiting: the test follows the status itself)."""
+    if form == "declarative":
+        patch_spec(api, namespace, name, {"operation": op})
+        return
+    verb = op["type"].lower()
+    run_cli(kubeconfig, verb, name, "--namespace", namespace, "--id", op["id"], "--timeout", "0")

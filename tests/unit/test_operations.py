@@ -1,0 +1,274 @@
+"""Promote and failover as the status timer carries them out: the phases, when the workers stop,
+the RPO from the status's figures, and (a property against a small model) that under any sequence
+of refreshes, Kafka failures and lost status patches the phases only move forward and an id
+completes once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus, TopicStatus
+from kafka_mirror.api.operations import OperationStatus
+from kafka_mirror.controller import operations
+from kafka_mirror.controller.operations import Access, advance, pending_checkpoints, rpo_of
+from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
+from kafka_mirror.kafka.formats import Checkpoint
+from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
+
+NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
+PHASES = ["CatchingUp", "StoppingWorkers", "CommittingOffsets", "Completed"]
+ACCESS = Access({"bootstrap.servers": "a:9092"}, {"bootstrap.servers": "b:9092"})
+
+
+def spec(operation: dict[str, str] | None = None, **extra: Any) -> KafkaMirrorSpec:
+    data: dict[str, Any] = {
+        "source": {"alias": "A", "bootstrapServers": "a:9092"},
+        "target": {"alias": "B", "bootstrapServers": "b:9092"},
+        **extra,
+    }
+    if operation is not None:
+        data["operation"] = operation
+    return KafkaMirrorSpec.model_validate(data)
+
+
+CONFIG = WorkerConfig.model_validate(
+    {
+        "mirror": "ns/m",
+        "source": {"alias": "A", "bootstrapServers": "a:9092"},
+        "target": {"alias": "B", "bootstrapServers": "b:9092"},
+    }
+)
+
+
+def status(lag: int = 0, replicas: int = 0, latency: float | None = 4.5) -> KafkaMirrorStatus:
+    topics = [TopicStatus(name="t", remote_name="t.A", lag=lag, latency_seconds=latency)]
+    return KafkaMirrorStatus(topics=topics, total_lag=lag, replicas=replicas, source_last_seen=NOW)
+
+
+@pytest.fixture
+def kafka(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Stands in for the Kafka calls: the checkpoints on B, the groups on A, the commits."""
+    state: dict[str, Any] = {"checkpoints": {}, "positions": {}, "fail": False, "commits": 0}
+
+    def maybe_fail() -> None:
+        if state["fail"]:
+            raise KafkaException("down")
+
+    def checkpoints(*_: Any) -> dict[Any, Any]:
+        maybe_fail()
+        return dict(state["checkpoints"])
+
+    def positions(*_: Any) -> dict[str, Any]:
+        maybe_fail()
+        return dict(state["positions"])
+
+    def commit(_config: Any, _access: Any, op: OperationStatus) -> None:
+        maybe_fail()
+        state["commits"] += 1
+
+    monkeypatch.setattr(operations, "newest_checkpoints", checkpoints)
+    monkeypatch.setattr(operations, "_source_positions", positions)
+    monkeypatch.setattr(operations, "_commit", commit)
+    return state
+
+
+def test_the_workers_stop_at_once_for_a_failover_and_after_the_catch_up_for_a_promote() -> None:
+    failover = spec({"type": "Failover", "id": "x"})
+    assert operations.stops_workers(failover, None)
+    assert operations.running_spec(failover, None).paused
+    promote = spec({"type": "Promote", "id": "p"})
+    catching_up = OperationStatus(id="p", type="Promote", phase="CatchingUp")
+    assert not operations.stops_workers(promote, None)
+    assert not operations.stops_workers(promote, catching_up)
+    stopping = catching_up.model_copy(update={"phase": "StoppingWorkers"})
+    assert operations.stops_workers(promote, stopping)
+    # Another id's record does not count; without an operation the workers run.
+    assert not operations.stops_workers(promote, stopping.model_copy(update={"id": "old"}))
+    assert not operations.stops_workers(spec(), stopping)
+
+
+def test_the_rpo_is_the_lag_and_age_the_status_last_saw() -> None:
+    seen = status(lag=120, latency=7.25)
+    seen.topics.append(TopicStatus(name="u", remote_name="u.A", lag=0, latency_seconds=0.0))
+    seen.total_lag = 125  # 5 more on topics beyond the listed ones
+    rpo = rpo_of(seen)
+    assert (rpo.total_records, rpo.max_seconds, rpo.source_last_seen) == (125, 7.25, NOW)
+    assert [(t.name, t.records, t.seconds) for t in rpo.topics] == [("t", 120, 7.25)]
+    nothing = rpo_of(status(lag=0))
+    assert (nothing.total_records, nothing.max_seconds, nothing.topics) == (0, 0.0, [])
+
+
+def test_pending_checkpoints_names_groups_whose_checkpoint_lags_their_source_offset() -> None:
+    checkpoints = {
+        ("g", "t.A", 0): Checkpoint("g", "t.A", 0, 10, 10, ""),
+        ("g", "t.A", 1): Checkpoint("g", "t.A", 1, 4, 4, ""),
+    }
+    positions = {"g": {("t", 0): 10, ("t", 1): 5, ("other", 0): 3}, "h": {("t", 0): 1}}
+    assert pending_checkpoints(positions, {"t": "t.A"}, checkpoints) == ["g t[1]", "h t[0]"]
+
+
+def test_a_promote_waits_for_lag_0_and_the_final_checkpoints(kafka: dict[str, Any]) -> None:
+    requested = spec({"type": "Promote", "id": "p"})
+    op, events = advance(
+        requested, None, status(lag=5, replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW
+    )
+    assert op is not None and op.phase == "CatchingUp" and events[0].reason == "PromoteStarted"
+    op, _ = advance(requested, op, status(lag=5, replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    assert op is not None and op.phase == "CatchingUp" and "last 5 records" in op.message
+    idle, _ = advance(requested, op, status(lag=5), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    assert idle is not None and idle.phase == "CatchingUp" and "no worker runs" in idle.message
+    kafka["positions"] = {"g": {("t", 0): 7}}
+    op, _ = advance(requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    assert op is not None and op.phase == "CatchingUp" and "g t[0]" in op.message
+    kafka["checkpoints"] = {("g", "t.A", 0): Checkpoint("g", "t.A", 0, 7, 7, "")}
+    op, events = advance(requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    assert op is not None and op.phase == "StoppingWorkers"
+    assert [e.reason for e in events] == ["StoppingWorkers"]
+    # Without the source a promote cannot go on, and says what to do instead.
+    waiting = op.model_copy(update={"phase": "CatchingUp"})
+    stuck, _ = advance(requested, waiting, status(), CONFIG, None, Access(None, ACCESS.target), NOW)
+    assert stuck is not None and stuck.phase == "CatchingUp" and "Failover" in stuck.message
+
+
+def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: dict[str, Any]) -> None:
+    requested = spec({"type": "Failover", "id": "f"})
+    lost = Access(None, ACCESS.target)
+    op, _ = advance(requested, None, status(lag=120, replicas=2), CONFIG, None, lost, NOW)
+    assert op is not None and op.phase == "StoppingWorkers"
+    op, _ = advance(requested, op, status(lag=120, replicas=2), CONFIG, None, lost, NOW)
+    assert op is not None and op.phase == "StoppingWorkers" and "2 workers" in op.message
+    op, _ = advance(requested, op, status(lag=120), CONFIG, None, lost, NOW)
+    assert op is not None and op.phase == "CommittingOffsets"
+    assert op.rpo is not None and op.rpo.total_records == 120
+    later = NOW + timedelta(seconds=2)
+    op, events = advance(requested, op, status(lag=120), CONFIG, None, lost, later)
+    assert op is not None and op.phase == "Completed" and op.completed_at == later
+    assert events[0].reason == "FailedOver" and "RPO 120 records" in op.message
+    assert kafka["commits"] == 1
+    again, events = advance(requested, op, status(lag=120), CONFIG, None, lost, later)
+    assert again == op and not events and kafka["commits"] == 1
+
+
+def test_kafka_failing_midway_keeps_the_phase_and_says_so(kafka: dict[str, Any]) -> None:
+    requested = spec({"type": "Failover", "id": "f"})
+    op = OperationStatus(id="f", type="Failover", phase="CommittingOffsets")
+    kafka["fail"] = True
+    after, events = advance(requested, op, status(), CONFIG, None, ACCESS, NOW)
+    assert after is not None and after.phase == "CommittingOffsets" and not events
+    assert "trying again" in after.message
+
+
+def test_with_operation_says_ready_false_for_the_reason_asked() -> None:
+    requested = spec({"type": "Failover", "id": "f"})
+    current = status()
+    current.operation = OperationStatus(id="f", type="Failover", phase="Completed", message="ok")
+    operations.with_operation(current, requested, KafkaMirrorStatus(), NOW)
+    by_type = {c.type: c for c in current.conditions}
+    assert (by_type["Ready"].status, by_type["Ready"].reason) == ("False", "FailedOver")
+    assert (by_type["OperationDone"].status, by_type["OperationDone"].reason) == (
+        "True",
+        "FailedOver",
+    )
+
+
+# --- the property: forward only, once per id ------------------------------------------------
+
+Refresh = tuple[int, int, bool, bool, bool]  # lag, replicas, checkpoints current, fails, source
+
+
+@given(
+    kind=st.sampled_from(["Promote", "Failover"]),
+    refreshes=st.lists(
+        st.tuples(
+            st.integers(0, 3), st.integers(0, 2), st.booleans(), st.booleans(), st.booleans()
+        ),
+        max_size=30,
+    ),
+    lost=st.sets(st.integers(0, 30)),
+)
+def test_phases_only_move_forward_and_an_id_completes_once(
+    kind: str, refreshes: list[Refresh], lost: set[int]
+) -> None:
+    commits = 0
+
+    def commit(_config: Any, _access: Any, _op: OperationStatus) -> None:
+        nonlocal commits
+        commits += 1
+
+    requested = spec({"type": kind, "id": "x"})
+    stored: OperationStatus | None = None  # what the status on the API server holds
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(operations, "_commit", commit)
+        for step, (lag, replicas, current, fails, source_up) in enumerate(refreshes):
+            checkpoint = Checkpoint("g", "t.A", 0, 5 if current else 4, 5, "")
+
+            def checkpoints(*_: Any, ck: Checkpoint = checkpoint, f: bool = fails) -> Any:
+                if f:
+                    raise KafkaException("down")
+                return {("g", "t.A", 0): ck}
+
+            patch.setattr(operations, "newest_checkpoints", checkpoints)
+            patch.setattr(operations, "_source_positions", lambda *_: {"g": {("t", 0): 5}})
+            access = Access(ACCESS.source if source_up else None, ACCESS.target)
+            seen = status(lag=lag, replicas=replicas)
+            result, _ = advance(
+                requested, stored, seen, CONFIG, {"t": "t.A"} if source_up else None, access, NOW
+            )
+            assert result is not None
+            before = PHASES.index(stored.phase) if stored is not None else -1
+            assert PHASES.index(result.phase) >= before  # never backwards
+            assert PHASES.index(result.phase) <= before + 1 or stored is None  # one at a time
+            # A promote stops nothing before it has caught up; a failover stops at once.
+            stopped = operations.stops_workers(requested, result)
+            assert stopped == (kind == "Failover" or result.phase != "CatchingUp")
+            # The operator keeps nothing in memory: a restart is a refresh like any other, and
+            # a refresh whose status patch was lost (killed before it) is done again.
+            if step not in lost:
+                stored = result
+    assert commits <= 1 + len(lost)  # again only where its patch was lost: never backwards
+    if stored is not None and stored.phase == "Completed":
+        assert stored.completed_at is not None
+
+
+@pytest.mark.parametrize(
+    ("latency", "expected"),
+    [
+        (None, ("Unknown", "LatencyUnknown")),
+        (30.0, ("True", "WithinTarget")),
+        (90.5, ("False", "OverTarget")),
+    ],
+)
+def test_within_rpo_holds_the_latency_against_the_spec_target(
+    latency: float | None, expected: tuple[str, str]
+) -> None:
+    observation = MirrorObservation(
+        generation=1,
+        paused=False,
+        label_selector="",
+        deployment=DeploymentState(1, 1, 1),
+        selection_problems=[],
+        selection_count=1,
+        rpo_target_seconds=60,
+    )
+    previous = KafkaMirrorStatus(max_latency_seconds=latency)
+    found = {c.type: c for c in mirror_status(observation, previous, NOW).conditions}
+    assert (found["WithinRpo"].status, found["WithinRpo"].reason) == expected
+    without = replace(observation, rpo_target_seconds=None)
+    assert "WithinRpo" not in {c.type for c in mirror_status(without, previous, NOW).conditions}
+
+
+def test_only_the_mirrors_own_remote_topics_get_offsets() -> None:
+    """The checkpoints topic on B is shared by every mirror from A to B."""
+    config = CONFIG.model_copy(
+        update={"selections": [SelectionPatterns(name="s", includes=["orders.*"])]}
+    )
+    assert operations._selected_remote(config, "orders-eu.A")
+    assert not operations._selected_remote(config, "payments.A")  # another mirror's
+    assert not operations._selected_remote(config, "orders")  # not a remote name of A
