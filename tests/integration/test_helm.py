@@ -14,32 +14,17 @@ from kubernetes import client
 
 from kafka_mirror import smoke
 from kafka_mirror.demo import example_objects
-from kafka_mirror.devstack.builds import REPO_ROOT, prometheus_operator_crds
+from kafka_mirror.devstack.builds import prometheus_operator_crds
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.kube import api_client, apply
+from tests.helpers.helm import CHART, run_helm
 from tests.helpers.kubectl import kubectl as run_kubectl
 from tests.helpers.metrics import exported_metric_names, metric_names_in
 from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.helm
-
-CHART = REPO_ROOT / "charts" / "kafka-mirror-operator"
-
-
-def run_helm(helm: Path, home: Path, *args: str, kubeconfig: Path | None = None) -> str:
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    if kubeconfig is not None:
-        env["KUBECONFIG"] = str(kubeconfig)
-    result = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_chart_lints_clean(helm: Path, tmp_path: Path) -> None:

@@ -57,8 +57,11 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        # In-cluster service account, else $KUBECONFIG (a custom registry has no default login).
-        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+        # In-cluster service account, else $KUBECONFIG (a custom registry has no default login),
+        # through the client library: in a pod it finds the API server at
+        # $KUBERNETES_SERVICE_HOST like our own API client; kopf's own service-account login
+        # names https://kubernetes.default.svc, which needs the cluster's DNS.
+        return kopf.login_via_client(**kwargs)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
