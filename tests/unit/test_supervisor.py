@@ -4,7 +4,10 @@ process stops showing."""
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -66,3 +69,24 @@ def test_a_topic_no_longer_mirrored_leaves_the_metrics() -> None:
         if sample.name in ("kafka_mirror_active_topic", "kafka_mirror_skipped_topic")
     }
     assert shown == {("kafka_mirror_active_topic", (("remote_topic", "a.A"), ("topic", "a")))}
+
+
+def test_each_process_is_sent_sigterm_once(tmp_path: Path) -> None:
+    """A second SIGTERM (the pod's, then the supervisor's own when one process has ended) could
+    reach a process while its interpreter finalizes, with the default handler back: exit -15."""
+    pod = supervisor.Supervisor(tmp_path / "worker.yaml", 2, 0)
+    pod.processes = [
+        pod.context.Process(target=time.sleep, args=(30,), name=f"mirror-{i}") for i in range(2)
+    ]
+    for process in pod.processes:
+        process.start()
+    sent: list[tuple[int, int]] = []
+    try:
+        with mock.patch.object(os, "kill", lambda pid, signum: sent.append((pid, signum))):
+            pod._pass_on(signal.SIGTERM, None)
+            pod._pass_on(signal.SIGTERM, None)
+    finally:
+        for process in pod.processes:
+            process.kill()
+            process.join()
+    assert sorted(sent) == sorted((p.pid, signal.SIGTERM) for p in pod.processes if p.pid)

@@ -92,6 +92,9 @@ class Supervisor:
         self.beats: Any = self.context.Array("d", count, lock=False)
         self.ready: Any = self.context.Array("b", count, lock=False)
         self.processes: list[multiprocessing.process.BaseProcess] = []
+        # Each process is sent SIGTERM once: a second one could reach it while its interpreter
+        # finalizes, when Python has put the default handler back, and kill it (exit -15).
+        self.terminated: set[int] = set()
 
     def alive(self) -> bool:
         now = time.monotonic()
@@ -140,8 +143,12 @@ class Supervisor:
 
     def _pass_on(self, signum: int, _frame: FrameType | None) -> None:
         for process in self.processes:
-            if process.pid is not None and process.is_alive():
-                os.kill(process.pid, signum)
+            pid = process.pid
+            if pid is None or not process.is_alive() or pid in self.terminated:
+                continue
+            if signum == signal.SIGTERM:
+                self.terminated.add(pid)
+            os.kill(pid, signum)
 
     def _stop_all(self) -> None:
         """One process ended: the others commit what the target acknowledged and leave."""
