@@ -37,7 +37,7 @@ lint: $(STAMP)
 build: $(STAMP)
 	$(BIN)/kafka-mirror dev build
 
-## Our worker against MirrorMaker 2 on this machine (docs/performance.md), about 15 minutes.
+## Our worker against MirrorMaker 2 on this machine (docs/performance.md), about 35 minutes.
 bench: $(STAMP)
 	$(BIN)/python bench/vs_mirrormaker.py
 

@@ -187,7 +187,9 @@ def write_summary(summary: dict[str, Any], output: Path | None) -> None:
 def two_clusters() -> Iterator[tuple[Path, KafkaCluster, KafkaCluster]]:
     """A work directory and Kafka A and B started in it; removed afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    a, b = KafkaCluster("A", workdir / "A"), KafkaCluster("B", workdir / "B")
+    # The brokers' default group delay, as in production: a worker pod's processes (and
+    # MirrorMaker 2's Connect workers) starting together form one generation.
+    a, b = (KafkaCluster(n, workdir / n, initial_rebalance_delay_ms=3000) for n in ("A", "B"))
     try:
         print("starting Kafka A and B…", flush=True)
         a.start()

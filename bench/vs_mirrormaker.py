@@ -3,8 +3,9 @@
     .venv/bin/python bench/vs_mirrormaker.py           # the full run (about 35 minutes)
     .venv/bin/python bench/vs_mirrormaker.py --quick   # a small run to try the harness
 
-Starts its own Kafka clusters A and B, then, per record size (1 KB and 100 B; 8 topics x 8
-partitions preloaded on A):
+Starts its own Kafka clusters A and B (with the brokers' default 3 s group delay, so that the
+members of a group starting together form one generation), then, per record size (1 KB and
+100 B; 8 topics x 8 partitions preloaded on A):
 
 1. Ceiling: what the brokers themselves sustain here, with Kafka's own perf tools, each run
    once to warm its JVM and then measured: ConsumerPerformance reading the data set from A, and

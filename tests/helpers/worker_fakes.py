@@ -257,7 +257,7 @@ class FakeClients:
         self.consumer = FakeConsumer(source, rng)
         self.target, self.capacity, self.remote = target, capacity, remote
         self.producer = FakeProducer(target, capacity, remote)
-        self.syncs_producer = self.producer
+        self.syncs_producer = self.checkpoints_producer = self.producer
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
         self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
@@ -297,9 +297,9 @@ def loop_once(worker: MirrorWorker) -> None:
         worker._replace_producer(worker.producer_failure)
     if worker.partitions.backlog:
         batch, worker.partitions.backlog = worker.partitions.backlog, []
-        worker._mirror(batch)
+        worker.sender.send(batch)
     else:
-        worker._mirror(worker._next_batch())
+        worker.sender.send(worker._next_batch())
     worker._serve_reports(0)
 
 

@@ -8,8 +8,8 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,10 @@ from kafka_mirror.audit.main import append_history, audit
 from kafka_mirror.audit.spark import session
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
-from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.worker.config import WorkerConfig
-from tests.helpers.kafka import admin_for, create_topics, produce, records, unique
-from tests.helpers.worker import WorkerProcess, wait_for, worker_config
+from tests.helpers.audit import commit, mirror_everything
+from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.worker import worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 PARTITIONS, PER_PARTITION = 3, 100
@@ -38,14 +38,6 @@ def spark() -> Iterator[SparkSession]:
     spark.stop()
 
 
-def commit(cluster: KafkaCluster, group: str, topic: str, offset: int) -> None:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
-    consumer.commit(
-        offsets=[TopicPartition(topic, p, offset) for p in range(PARTITIONS)], asynchronous=False
-    )
-    consumer.close()
-
-
 def mirrored(
     kafka_a: KafkaCluster, kafka_b: KafkaCluster, tmp_path: Path
 ) -> tuple[str, dict[str, Any]]:
@@ -54,30 +46,9 @@ def mirrored(
     topic = f"{unique()}.audited"
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=PARTITIONS)
     produce(kafka_a.bootstrap_servers, topic, records(PARTITIONS * PER_PARTITION, PARTITIONS))
-    commit(kafka_a, "app", topic, 50)
+    commit(kafka_a, "app", topic, dict.fromkeys(range(PARTITIONS), 50))
     config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    worker = WorkerProcess(config, tmp_path).start()
-    parsed = WorkerConfig.model_validate(config)
-    reader = ClusterReader("A", parsed.source.client_config())
-    try:
-        wait_for(
-            lambda: all(
-                p.committed == PER_PARTITION
-                for p in reader.progress(parsed.consumer_group, {topic: PARTITIONS})
-            ),
-            60,
-            "the worker to commit every record",
-        )
-        checkpoints = checkpoints_topic("A")
-        wait_for(
-            lambda: checkpoints in admin_for(kafka_b.bootstrap_servers).list_topics().topics,
-            30,
-            "checkpoints on B",
-        )
-        time.sleep(3)  # a few checkpoint rounds (every second)
-    finally:
-        reader.close()
-        assert worker.stop() == 0
+    mirror_everything(config, topic, tmp_path, kafka_b)
     return topic, config
 
 
@@ -89,6 +60,8 @@ def test_a_clean_mirror_passes_with_exact_counts(
     append_history(spark, report, str(tmp_path / "history"))
     assert report.result == "Passed", report
     assert (report.partitions_checked, report.records_checked) == (3, 300)
+    assert (report.altered, report.lost_to_retention, report.skipped_cycles) == (0, 0, 0)
+    assert (report.expired_on_source, report.expired_on_target) == (0, 0)
     assert (report.missing, report.duplicates, report.unsafe_checkpoints) == (0, 0, 0)
     assert report.offset_syncs_checked >= 3 and report.bad_offset_syncs == 0
     assert report.checkpoints_checked == 3  # group "app", three partitions
@@ -103,10 +76,12 @@ def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_of
     topic, config = mirrored(kafka_a, kafka_b, tmp_path)
     remote = f"{topic}.A"
     b = kafka_b.bootstrap_servers
-    # Loss: the first 10 records of partition 0 deleted on B.
-    for future in admin_for(b).delete_records([TopicPartition(remote, 0, 10)]).values():
-        future.result()
-    # Duplicates: records 20..24 of partition 1 written to B again, headers and all.
+    # Loss: 10 more records on partition 0 of A that the workers' group committed as mirrored
+    # though the target never got them (a mirror that commits too far).
+    produce(kafka_a.bootstrap_servers, topic, [replace(r, partition=0) for r in records(10, 1)])
+    commit(kafka_a, WorkerConfig.model_validate(config).consumer_group, topic, {0: 110})
+    # Duplicates: records 20..24 of partition 1 written to B again, headers, timestamp and all
+    # (as an at-least-once re-send writes them).
     reader = Consumer({"bootstrap.servers": b, "group.id": unique("reader")})
     reader.assign([TopicPartition(remote, 1, 20)])
     copies = []
@@ -116,7 +91,14 @@ def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_of
     reader.close()
     producer = Producer({"bootstrap.servers": b})
     for message in copies:
-        producer.produce(remote, message.value(), message.key(), 1, headers=message.headers())
+        producer.produce(
+            remote,
+            message.value(),
+            message.key(),
+            1,
+            timestamp=message.timestamp()[1],
+            headers=message.headers(),
+        )
     # A wrong checkpoint: group "app" at source offset 10 translated to target offset 60.
     wrong = Checkpoint("app", remote, 2, 10, 60)
     producer.produce(checkpoints_topic("A"), wrong.value(), wrong.key())
@@ -126,13 +108,13 @@ def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_of
     assert report.result == "Failed"
     assert (report.missing, report.duplicates, report.unsafe_checkpoints) == (10, 5, 1)
     findings = {(f.topic, f.partition): f for f in report.findings}
-    assert findings[(topic, 0)].missing_offsets == list(range(10))
+    assert findings[(topic, 0)].missing_offsets == list(range(100, 110))
     assert findings[(topic, 1)].duplicated_offsets == [20, 21, 22, 23, 24]
     (unsafe,) = report.unsafe
     assert (unsafe.group, unsafe.topic, unsafe.partition) == ("app", remote, 2)
     assert (unsafe.skipped, unsafe.first_skipped_offset) == (50, 10)
     assert "10 records missing on the target" in report.summary().message
-    assert f"{topic}/0 offsets [0, 1, 2]" in report.summary().message
+    assert f"{topic}/0 offsets [100, 101, 102]" in report.summary().message
 
     # The command the CronJob runs says so with its exit status and its JSON report.
     config_path, report_path = tmp_path / "worker.yaml", tmp_path / "report.json"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kafka_mirror.audit.checks import AuditInputs, run_checks
+from kafka_mirror.audit.checks import run_checks
+from kafka_mirror.audit.records import AuditInputs
 from kafka_mirror.audit.report import AuditReport, PartitionFinding, UnsafeCheckpoint
 
 

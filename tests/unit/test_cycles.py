@@ -163,7 +163,7 @@ def test_the_identity_worker_skips_copies_mirrors_the_rest_and_settles(
     worker.topics.source_ids, worker.topics.remote_ids = {TOPIC: A_T}, {TOPIC: B_T}
 
     for _ in range(1000):  # rounds of the loop; the consumer hands out 0 to 12 records each
-        worker._mirror(worker._next_batch())
+        worker.sender.send(worker._next_batch())
         clients.producer.deliver(100)
         worker._serve_reports(0)
         if clients.consumer.position[0] == len(kinds):

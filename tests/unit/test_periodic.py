@@ -4,11 +4,13 @@ its time for mirroring; a fast failure retries at the interval; success resets t
 from __future__ import annotations
 
 import itertools
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kafka_mirror.worker.periodic import MAX_BACKOFF_SECONDS, Periodic
+from kafka_mirror.worker.periodic import MAX_BACKOFF_SECONDS, OffLoop, Periodic
 
 
 class Clock:
@@ -63,3 +65,57 @@ def test_a_fast_failure_retries_at_the_interval_and_success_resets(
     run_for(Periodic("topics", 1.0, task), clock, 60)
     gaps = [later - earlier for earlier, later in itertools.pairwise(runs)]
     assert gaps[:4] == pytest.approx([17, 19, 1, 1], abs=0.5)
+
+
+def test_an_off_loop_task_waits_on_its_own_thread_and_applies_on_the_loop() -> None:
+    """The loop never waits for the admin calls: while `gather` is blocked the loop goes on
+    turning; its result is applied on the loop's thread, at the first turn after it is done."""
+    release = threading.Event()
+    threads: dict[str, str] = {}
+    applied: list[int] = []
+
+    def gather() -> int:
+        threads["gather"] = threading.current_thread().name
+        release.wait(5)
+        return 7
+
+    def apply(result: int) -> None:
+        threads["apply"] = threading.current_thread().name
+        applied.append(result)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="admin") as pool:
+        task = OffLoop("topics", 10.0, gather, apply, pool)
+        errors: list[str] = []
+        on_error = lambda name, _error: errors.append(name)  # noqa: E731
+        turns = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 0.2:  # gather blocked: the loop keeps turning
+            assert task.run_if_due(time.monotonic(), on_error) is None
+            turns += 1
+        assert turns > 100 and not applied
+        release.set()
+        while not applied:
+            task.run_if_due(time.monotonic(), on_error)
+    assert applied == [7] and not errors
+    assert threads == {"gather": threads["gather"], "apply": threading.current_thread().name}
+    assert threads["gather"].startswith("admin")
+    # Not due again until its interval has passed.
+    assert task.run_if_due(time.monotonic(), on_error) is None and task.running is None
+
+
+def test_an_off_loop_task_failing_is_reported_on_the_loop_and_retried() -> None:
+    outcomes = iter([TimeoutError("no answer"), 3])
+
+    def gather() -> int:
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    applied: list[int] = []
+    errors: list[str] = []
+    with ThreadPoolExecutor(1) as pool:
+        task = OffLoop("configs", 0.0, gather, applied.append, pool)
+        while not applied:
+            task.run_if_due(time.monotonic(), lambda name, _error: errors.append(name))
+    assert errors == ["configs"] and applied == [3]

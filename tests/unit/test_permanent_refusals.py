@@ -107,7 +107,7 @@ def test_write_denied_stops_every_partition_of_the_topic_at_once() -> None:
     once, as the stopped partitions give the new one nothing to fail on."""
     worker, clients = mirror(records=20)
     for p in range(PARTITIONS):
-        worker._mirror(batch(p, range(10)))
+        worker.sender.send(batch(p, range(10)))
     clients.producer.deliver(5)  # the first five records of partition 0
     worker._serve_reports(0)
     clients.producer.failed, clients.producer.fatal = True, fatal(1, DENIED)
@@ -127,7 +127,7 @@ def test_write_denied_stops_every_partition_of_the_topic_at_once() -> None:
 def test_a_record_the_target_refuses_stops_its_partition_alone() -> None:
     worker, clients = mirror(records=20)
     for p in range(PARTITIONS):
-        worker._mirror(batch(p, range(10)))
+        worker.sender.send(batch(p, range(10)))
     clients.producer.failed, clients.producer.fatal = True, fatal(1, INVALID)
     mirror_on(worker, clients)
 
@@ -139,7 +139,7 @@ def test_a_record_the_target_refuses_stops_its_partition_alone() -> None:
 def test_a_report_of_denied_write_stops_the_whole_topic() -> None:
     worker, clients = mirror(records=10)
     for p in range(PARTITIONS):
-        worker._mirror(batch(p, range(10)))
+        worker.sender.send(batch(p, range(10)))
     clients.producer.fail_held({2}, DENIED)
     worker._serve_reports(0)
     assert set(stops(worker)) == set(range(PARTITIONS)) and replaced(worker) == 0
@@ -151,11 +151,11 @@ def test_a_topic_its_metadata_denies_stops_at_the_first_unacknowledged_record() 
     stopped acknowledging, not at the refused record, or the records before it would be lost
     once the topic is allowed again."""
     worker, clients = mirror(records=15)
-    worker._mirror(batch(0, range(5)))
+    worker.sender.send(batch(0, range(5)))
     clients.producer.deliver(5)
     worker._serve_reports(0)
     clients.producer.capacity = 3
-    worker._mirror(batch(0, range(5, 15)))  # 5-7 queued, none reported yet; the rest waits
+    worker.sender.send(batch(0, range(5, 15)))  # 5-7 queued, none reported yet; the rest waits
     assert (
         worker.partitions.flows[(TOPIC, 0)].acknowledged == 5
         and len(worker.partitions.backlog) == 7
@@ -176,7 +176,7 @@ def test_a_topic_its_metadata_denies_stops_at_the_first_unacknowledged_record() 
 
 def test_a_held_partition_that_stops_stays_paused_until_its_retry() -> None:
     worker, clients = mirror(records=10)
-    worker._mirror(batch(0, range(10)))
+    worker.sender.send(batch(0, range(10)))
     worker.partitions.publish_figures()  # records wait for an acknowledgement …
     worker.partitions.flows[(TOPIC, 0)].waiting_since = 0.0  # … for long
     worker.partitions.hold_unacknowledged()

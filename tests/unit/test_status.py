@@ -372,6 +372,35 @@ def test_audit_condition_follows_the_last_audit(result: Any, status: str, reason
     assert current.last_audit == previous.last_audit
 
 
+@pytest.mark.parametrize(
+    ("schedule", "hours_later", "stale"),
+    [
+        ("0 */6 * * *", 11.9, False),  # 12:00: runs at 18:00 and 00:00 may still report
+        ("0 */6 * * *", 18.0, True),  # the third run since: two came and went
+        ("0 */6 * * *", 18.0 - 1 / 60, False),
+        ("@daily", 47.0, False),
+        ("@daily", 60.0, True),
+        (None, 1000.0, False),  # a suspended audit does not age
+    ],
+)
+def test_an_audit_that_stopped_reporting_goes_unknown(
+    schedule: str | None, hours_later: float, stale: bool
+) -> None:
+    previous = KafkaMirrorStatus(last_audit=AuditResult(time=NOW, result="Passed"))
+    later = NOW + timedelta(hours=hours_later)
+    current = mirror_status(observation(audit_schedule=schedule), previous, later)
+    audit = get(current.conditions, "AuditPassed")
+    if not stale:
+        assert (audit.status, audit.reason) == ("True", "AuditPassed")
+        return
+    assert (audit.status, audit.reason) == ("Unknown", "AuditStale")
+    assert audit.message == (
+        f"no audit has reported since 2025-06-01T12:00:00+00:00 though spec.audit.schedule "
+        f"({schedule}) ran it twice since: check the mirror's audit CronJob and its jobs' "
+        "logs; the last audit said Passed"
+    )
+
+
 # --- events --------------------------------------------------------------------------------------
 
 

@@ -410,6 +410,11 @@ class TopicStatus(StatusModel):
     remote_name: str
     lag: int = 0
     latency_seconds: float | None = None
+    lost_to_retention: int = Field(
+        default=0,
+        description="Records that left the source (retention, DeleteRecords) before they were "
+        "mirrored: they are on neither cluster.",
+    )
 
 
 class SkippedTopic(StatusModel):
@@ -426,6 +431,17 @@ class AuditResult(StatusModel):
     result: Literal["Passed", "Failed", "Error"] | None = None
     records_checked: int = 0
     missing: int = 0
+    altered: int = Field(
+        default=0, description="Source records whose copy differs (key, value, headers, time)."
+    )
+    lost_to_retention: int = Field(
+        default=0, description="Records that left the source before they were mirrored."
+    )
+    unverifiable: int = Field(
+        default=0,
+        description="Records one side no longer holds (expired on the source after they were "
+        "mirrored, or on the target), so the audit cannot compare them.",
+    )
     duplicates: int = 0
     unsafe_checkpoints: int = 0
     max_reread_distance: int = 0
@@ -451,6 +467,7 @@ class KafkaMirrorStatus(StatusModel):
         "acknowledgement from the target for a minute). First 20.",
     )
     total_lag: int = 0
+    total_lost_to_retention: int = 0
     max_latency_seconds: float | None = None
     last_audit: AuditResult | None = None
     source_last_seen: datetime | None = Field(

@@ -1,7 +1,8 @@
 """`kafka-mirror audit --config FILE`: the job in each audit pod (the mirror's CronJob).
 
-Exit status: 0 passed, 1 failed (records missing, an unsafe checkpoint or a wrong offset sync),
-2 could not audit. The summary goes into the KafkaMirror's `status.lastAudit`.
+Exit status: 0 passed, 1 failed (records missing, altered or lost to retention, an unsafe
+checkpoint or a wrong offset sync), 2 could not audit. The summary goes into the KafkaMirror's
+`status.lastAudit`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.audit.checks import AuditInputs, PartitionWindow, as_json, run_checks
+from kafka_mirror.audit.checks import as_json, run_checks
+from kafka_mirror.audit.records import AuditInputs, PartitionWindow
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.spark import kafka_options, session
 from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
@@ -25,33 +27,48 @@ from kafka_mirror.worker.config import WorkerConfig, load
 log = logging.getLogger("kafka_mirror.audit")
 
 
-def audit_windows(config: WorkerConfig) -> list[PartitionWindow]:
-    """Per selected source partition: from the log start to the workers' committed offset."""
-    reader = ClusterReader(config.source.alias, config.source.client_config())
+def audit_inputs(config: WorkerConfig) -> AuditInputs:
+    """Per selected source partition, the window (log start to the workers' committed offset),
+    the remote partition's range, what was lost to retention, and the topics' IDs."""
+    source = ClusterReader(config.source.alias, config.source.client_config())
+    target = ClusterReader(config.target.alias, config.target.client_config())
     try:
         usable, _ = config.compiled_selections()
-        topics = reader.topics()
+        topics = source.topics()
         plan = plan_topics(topics, usable, config.namer(), config.target.alias)
-        progress = reader.progress(config.consumer_group, {t: topics[t] for t in plan.mirrored})
+        mirrored = {t: topics[t] for t in plan.mirrored}
+        progress = source.progress(config.consumer_group, mirrored)
+        source_ids = source.topic_ids(sorted(mirrored))
+        remotes = {plan.mirrored[t]: n for t, n in mirrored.items()}
+        present = set(target.topics())
+        target_ranges = target.log_ranges({r: n for r, n in remotes.items() if r in present})
+        identity = config.topic_naming.policy == "identity"
+        cycle_ids = target.topic_ids(sorted(set(remotes) & present)) if identity else None
+        compacted = target.compacted(sorted(set(remotes) & present))
     finally:
-        reader.close()
-    return [
-        PartitionWindow(
-            p.topic, plan.mirrored[p.topic], p.partition, p.start, max(p.committed or 0, p.start)
+        source.close()
+        target.close()
+    windows = []
+    for p in progress:
+        remote = plan.mirrored[p.topic]
+        target_start, target_end = target_ranges.get((remote, p.partition), (0, 0))
+        end = max(p.committed or 0, p.start)
+        windows.append(
+            PartitionWindow(
+                p.topic, remote, p.partition, p.start, end, target_start, target_end, p.loss
+            )
         )
-        for p in progress
-    ]
-
-
-def audit_inputs(config: WorkerConfig) -> AuditInputs:
     return AuditInputs(
         mirror=config.mirror,
         source_alias=config.source.alias,
         target_alias=config.target.alias,
         source_options=kafka_options(config.source, os.environ),
         target_options=kafka_options(config.target, os.environ),
-        windows=audit_windows(config),
+        windows=windows,
         offset_syncs_on_source=config.offset_syncs.location == "source",
+        source_ids=source_ids,
+        cycle_ids=cycle_ids,
+        compacted_remotes=compacted,
     )
 
 

@@ -3,6 +3,7 @@ summary that goes into the KafkaMirror status."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
@@ -19,14 +20,22 @@ class ReportModel(BaseModel):
 
 
 class PartitionFinding(ReportModel):
-    """One source partition whose records are not on the target exactly once."""
+    """One source partition whose records are not on the target exactly once, or not all
+    verifiable."""
 
     topic: str
     partition: int
     missing: int = 0
     missing_offsets: list[int] = []  # the first EXAMPLES, source offsets
+    altered: int = 0  # records with a copy whose content differs
+    altered_offsets: list[int] = []
     duplicates: int = 0
     duplicated_offsets: list[int] = []
+    lost_to_retention: int = 0  # left the source before they were mirrored
+    lost_offsets: list[int] = []  # the newest such range: [first, end)
+    expired_on_source: int = 0  # copies whose source record the source no longer holds
+    expired_on_target: int = 0  # source records whose copies the target no longer holds
+    skipped_cycles: int = 0  # copies of the target's own records, not mirrored by design
 
 
 class BadOffsetSync(ReportModel):
@@ -47,6 +56,16 @@ class UnsafeCheckpoint(ReportModel):
     first_skipped_offset: int
 
 
+def _first_offsets(field: str) -> Callable[[PartitionFinding], str | None]:
+    """A finding's partition and first offsets of the kind in `field`, if it has any."""
+
+    def where(finding: PartitionFinding) -> str | None:
+        offsets = getattr(finding, field)
+        return f"{finding.topic}/{finding.partition} offsets {offsets[:3]}" if offsets else None
+
+    return where
+
+
 class Distances(ReportModel):
     """How many records a consumer failed over by a checkpoint would read again."""
 
@@ -64,8 +83,14 @@ class AuditReport(ReportModel):
     partitions_checked: int = 0
     records_checked: int = 0
     missing: int = 0
+    altered: int = 0
     duplicates: int = 0
+    lost_to_retention: int = 0
+    expired_on_source: int = 0
+    expired_on_target: int = 0
+    skipped_cycles: int = 0
     offset_syncs_checked: int = 0
+    offset_syncs_unverifiable: int = 0
     bad_offset_syncs: int = 0
     checkpoints_checked: int = 0
     unsafe_checkpoints: int = 0
@@ -74,15 +99,31 @@ class AuditReport(ReportModel):
     bad_syncs: list[BadOffsetSync] = []
     unsafe: list[UnsafeCheckpoint] = []
 
+    def _where(self, where: Callable[[PartitionFinding], str | None]) -> str:
+        """The partitions a kind of finding concerns, as `where` describes them (None: not)."""
+        return ", ".join(text for f in self.findings if (text := where(f)) is not None)
+
     def summary(self) -> AuditResult:
         problems = []
-        if self.missing:
-            where = ", ".join(
-                f"{f.topic}/{f.partition} offsets {f.missing_offsets[:3]}"
-                for f in self.findings
-                if f.missing
+        for count, offsets, what in (
+            (self.missing, "missing_offsets", "missing on the target"),
+            (self.altered, "altered_offsets", "altered on the target"),
+        ):
+            if count:
+                where = self._where(_first_offsets(offsets))
+                problems.append(f"{count} records {what} ({where})")
+        if self.lost_to_retention:
+            where = self._where(
+                lambda f: (
+                    f"{f.topic}/{f.partition} offsets {f.lost_offsets[0]}-{f.lost_offsets[1] - 1}"
+                    if f.lost_offsets
+                    else None
+                )
             )
-            problems.append(f"{self.missing} records missing on the target ({where})")
+            problems.append(
+                f"{self.lost_to_retention} records left the source before they were mirrored "
+                f"({where})"
+            )
         if self.unsafe_checkpoints:
             where = ", ".join(f"{u.group} {u.topic}/{u.partition}" for u in self.unsafe[:3])
             problems.append(f"{self.unsafe_checkpoints} unsafe checkpoints ({where})")
@@ -94,11 +135,20 @@ class AuditReport(ReportModel):
             f"{self.records_checked} records in {self.partitions_checked} partitions mirrored "
             f"exactly once; {self.checkpoints_checked} checkpoints safe"
         )
+        unverifiable = self.expired_on_source + self.expired_on_target
+        if unverifiable:
+            message += (
+                f"; {unverifiable} records unverifiable ({self.expired_on_source} expired on "
+                f"the source, {self.expired_on_target} on the target)"
+            )
         return AuditResult(
             time=self.time,
             result=self.result,
             records_checked=self.records_checked,
             missing=self.missing,
+            altered=self.altered,
+            lost_to_retention=self.lost_to_retention,
+            unverifiable=self.expired_on_source + self.expired_on_target,
             duplicates=self.duplicates,
             unsafe_checkpoints=self.unsafe_checkpoints,
             max_reread_distance=self.reread.max,

@@ -332,6 +332,7 @@ def observe_mirror(
         source_problem=source_problem,
         target_problem=target_problem,
         kafka=kafka,
+        audit_schedule=None if spec.audit.suspend else spec.audit.schedule,
         rpo_target_seconds=requested.rpo_target_seconds,
     )
     status = mirror_status(observation, previous, now)

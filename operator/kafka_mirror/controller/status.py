@@ -18,6 +18,7 @@ from kafka_mirror.api.models import (
     SkippedTopic,
     TopicStatus,
 )
+from kafka_mirror.controller.schedule import runs_between
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import Selection, TopicPlan, is_internal
 
@@ -25,6 +26,7 @@ MAX_TOPIC_STATUSES = 100  # per-topic lag and latency, largest lag first
 MAX_TOPIC_NAMES = 500  # activeTopics and matchedTopics; the counts are exact
 MAX_SKIPPED = 100
 MAX_PARTITION_PROBLEMS = 20
+STALE_AFTER_RUNS = 3  # scheduled runs since the last report: the first two had time to report
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class MirrorObservation:
     source_problem: Problem | None = None
     target_problem: Problem | None = None
     kafka: KafkaState | None = None
+    audit_schedule: str | None = None  # None while the audit is suspended
     rpo_target_seconds: int | None = None
 
 
@@ -108,6 +111,7 @@ def _topic_statuses(
     for topic, remote in kafka.plan.mirrored.items():
         partitions = by_topic.get(topic, [])
         lag = sum(p.lag for p in partitions)
+        lost = sum(p.loss.records for p in partitions if p.loss is not None)
         latency: float | None = 0.0
         for p in partitions:
             if p.lag == 0:
@@ -118,9 +122,16 @@ def _topic_statuses(
                 break
             latency = max(latency or 0.0, round(max(now_ms - stamp, 0) / 1000, 3))
         statuses.append(
-            TopicStatus(name=topic, remote_name=remote, lag=lag, latency_seconds=latency)
+            TopicStatus(
+                name=topic,
+                remote_name=remote,
+                lag=lag,
+                latency_seconds=latency,
+                lost_to_retention=lost,
+            )
         )
-    statuses.sort(key=lambda s: (-s.lag, s.name))
+    # Topics that lost records first: the bound must not hide them.
+    statuses.sort(key=lambda s: (-s.lost_to_retention, -s.lag, s.name))
     total = sum(s.lag for s in statuses)
     latencies = [s.latency_seconds for s in statuses if s.latency_seconds is not None]
     return statuses[:MAX_TOPIC_STATUSES], total, max(latencies) if latencies else None
@@ -151,12 +162,29 @@ def _ready(obs: MirrorObservation, active: int) -> tuple[bool, str, str]:
     return True, "Mirroring", f"{workers} mirroring {active} topics"
 
 
-def _audit_condition(previous: KafkaMirrorStatus, generation: int, now: datetime) -> Condition:
+def _audit_condition(
+    previous: KafkaMirrorStatus, generation: int, now: datetime, schedule: str | None
+) -> Condition:
     audit = previous.last_audit
     if audit is None or audit.result is None:
         message = "no audit has reported yet; it runs on spec.audit.schedule"
         return condition(
             previous.conditions, "AuditPassed", None, "NoAudit", message, generation, now
+        )
+    # Two scheduled runs came and went (each had until the next to report) with no report:
+    # the last result no longer says anything about the mirror now.
+    if (
+        schedule is not None
+        and audit.time is not None
+        and runs_between(schedule, audit.time, now, STALE_AFTER_RUNS) >= STALE_AFTER_RUNS
+    ):
+        message = (
+            f"no audit has reported since {audit.time.isoformat()} though "
+            f"spec.audit.schedule ({schedule}) ran it twice since: check the mirror's audit "
+            f"CronJob and its jobs' logs; the last audit said {audit.result}"
+        )
+        return condition(
+            previous.conditions, "AuditPassed", None, "AuditStale", message, generation, now
         )
     passed = audit.result == "Passed"
     message = audit.message or (
@@ -166,6 +194,25 @@ def _audit_condition(previous: KafkaMirrorStatus, generation: int, now: datetime
     return condition(
         previous.conditions, "AuditPassed", passed, f"Audit{audit.result}", message, generation, now
     )
+
+
+def _lost_message(status: KafkaMirrorStatus) -> str:
+    lost = [t for t in status.topics if t.lost_to_retention]
+    where = ", ".join(f"{t.name} ({t.lost_to_retention})" for t in lost[:3])
+    return (
+        f"{status.total_lost_to_retention} records left the source before they were mirrored "
+        f"({where}): the mirror fell behind the source's retention. Raise the source topics' "
+        "retention.ms above the longest time the mirror may be stopped or behind, or scale the "
+        "mirror up (spec.replicas) so that it keeps up; the records lost are on neither cluster"
+    )
+
+
+def _degraded_reason(status: KafkaMirrorStatus, not_flowing: bool, degraded: bool) -> str:
+    if status.total_lost_to_retention:
+        return "RecordsLostToRetention"
+    if not_flowing:
+        return "PartitionsNotFlowing"
+    return "SelectionProblems" if degraded else "AsExpected"
 
 
 def mirror_status(
@@ -184,6 +231,9 @@ def mirror_status(
         topics, total, worst = _topic_statuses(kafka, now)
         active = sorted(t for t, r in kafka.plan.mirrored.items() if r in kafka.target_topics)
         status.topics, status.total_lag, status.max_latency_seconds = topics, total, worst
+        status.total_lost_to_retention = sum(
+            p.loss.records for p in kafka.progress if p.loss is not None
+        )
         status.active_topic_count, status.active_topics = len(active), active[:MAX_TOPIC_NAMES]
         status.skipped_topics = [
             SkippedTopic(name=s.topic, reason=s.reason) for s in kafka.plan.skipped[:MAX_SKIPPED]
@@ -198,6 +248,7 @@ def mirror_status(
             previous.active_topics,
         )
         status.topics, status.total_lag = previous.topics, previous.total_lag
+        status.total_lost_to_retention = previous.total_lost_to_retention
         status.max_latency_seconds = previous.max_latency_seconds
         status.skipped_topics = previous.skipped_topics
         status.partition_problems = previous.partition_problems
@@ -218,6 +269,8 @@ def mirror_status(
         degraded.append(
             f"{len(problems)} partitions do not flow ({'; '.join(p.problem for p in problems[:2])})"
         )
+    if status.total_lost_to_retention:
+        degraded.insert(0, _lost_message(status))
     status.conditions = [
         condition(before, "Ready", ready, reason, message, gen, now),
         condition(
@@ -233,14 +286,12 @@ def mirror_status(
             before,
             "Degraded",
             bool(degraded),
-            "PartitionsNotFlowing"
-            if problems
-            else ("SelectionProblems" if degraded else "AsExpected"),
+            _degraded_reason(status, bool(problems), bool(degraded)),
             "; ".join(degraded) or "every selected topic is mirrored",
             gen,
             now,
         ),
-        _audit_condition(previous, gen, now),
+        _audit_condition(previous, gen, now, obs.audit_schedule),
     ]
     if obs.rpo_target_seconds is not None:
         status.conditions.append(_rpo_condition(status, obs.rpo_target_seconds, gen, before, now))

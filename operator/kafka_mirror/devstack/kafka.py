@@ -124,6 +124,9 @@ class KafkaCluster(ClientPorts):
     controller_port: int = field(default_factory=free_port)
     brokers: int = 1
     authorizer: bool = False
+    # 0: a test's group forms at once. Brokers default to 3 s, so that members starting
+    # together (a pod's mirroring processes) form one generation instead of rebalancing.
+    initial_rebalance_delay_ms: int = 0
     nodes: list[KafkaNode] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -229,7 +232,7 @@ class KafkaCluster(ClientPorts):
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": replicas,
             "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
+            "group.initial.rebalance.delay.ms": str(self.initial_rebalance_delay_ms),
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
         }

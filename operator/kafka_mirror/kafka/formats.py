@@ -230,3 +230,41 @@ def is_copy_from(headers: Sequence[Header], alias: str, topic_id: bytes | None) 
 @cache
 def _alias_field(alias: str) -> bytes:
     return _string(alias)
+
+
+LOSS_MARK = "lost-to-retention"
+
+
+@dataclass(frozen=True)
+class RetentionLoss:
+    """Records of a source partition that left it (retention, DeleteRecords) before the mirror
+    copied them: `records` in all, the newest of them offsets [first, end)."""
+
+    records: int
+    first: int
+    end: int
+
+    def add(self, first: int, end: int) -> RetentionLoss:
+        return RetentionLoss(self.records + end - first, first, end)
+
+
+def commit_note(problem: str, loss: RetentionLoss | None) -> str:
+    """The metadata the workers commit beside a partition's offset, where the operator and the
+    audit read it: the loss to retention (a first line of its own), then why it does not flow."""
+    if loss is None:
+        return problem
+    return f"{LOSS_MARK} {loss.records} {loss.first}-{loss.end}\n{problem}"
+
+
+def read_commit_note(metadata: str) -> tuple[str, RetentionLoss | None]:
+    """`commit_note` read back: (problem, loss). Metadata written before losses were counted
+    is the problem alone."""
+    first_line, _, rest = metadata.partition("\n")
+    words = first_line.split(" ")
+    if len(words) == 3 and words[0] == LOSS_MARK:
+        first, _, end = words[2].partition("-")
+        try:
+            return rest, RetentionLoss(int(words[1]), int(first), int(end))
+        except ValueError:
+            pass
+    return metadata, None

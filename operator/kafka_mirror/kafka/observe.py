@@ -1,7 +1,9 @@
 """What the operator reads from Kafka for a mirror's status: topics, progress, lag and latency.
 
 Lag is the source's end offset minus what the workers' group committed there; latency is the age
-of the oldest record not yet mirrored (0 when caught up), read from the source itself. All of it
+of the oldest record not yet mirrored (0 when caught up), read from the source itself. Records
+lost to retention are what the workers counted (in their commits' metadata) plus what left the
+source since, below its log start, while nothing consumed it (a stopped mirror). All of it
 goes through confluent-kafka's admin API plus one assign-only consumer that never commits.
 """
 
@@ -22,6 +24,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.kafka.errors import AUTH_ERRORS
+from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
+from kafka_mirror.worker import remote_topics
 
 REQUEST_TIMEOUT = 5.0
 # The latency probe reads one record per lagging partition; beyond this many it samples.
@@ -43,7 +47,18 @@ class PartitionProgress:
     start: int
     end: int
     committed: int | None
-    problem: str = ""  # the metadata the workers committed: why the partition does not flow
+    problem: str = ""  # from the metadata the workers committed: why the partition does not flow
+    counted_loss: RetentionLoss | None = None  # what the workers counted lost to retention
+
+    @property
+    def loss(self) -> RetentionLoss | None:
+        """Records that left the source before they were mirrored: those the workers counted,
+        and those below the log start that no worker has reached yet."""
+        counted = self.counted_loss
+        reached = max(self.committed or 0, counted.end if counted else 0)
+        if self.committed is None or self.start <= reached:
+            return counted
+        return (counted or RetentionLoss(0, reached, reached)).add(reached, self.start)
 
     @property
     def lag(self) -> int:
@@ -127,27 +142,51 @@ class ClusterReader:
         )
         return {(tp.topic, tp.partition): _result(f).offset for tp, f in futures.items()}
 
-    def progress(self, group: str, topics: dict[str, int]) -> list[PartitionProgress]:
-        """Start, end and the group's committed offset of every partition of `topics`."""
+    def log_ranges(self, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start, end) of every partition of `topics`."""
         partitions = [TopicPartition(t, p) for t, count in topics.items() for p in range(count)]
         ends = self._offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         starts = self._offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        return {key: (starts[key], ends[key]) for key in ends}
+
+    def topic_ids(self, topics: list[str]) -> dict[str, bytes | None]:
+        """Each topic's ID (its incarnation), as the provenance header carries it."""
+        try:
+            return remote_topics.topic_ids(self._admin, topics)
+        except KafkaException as error:
+            raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
+
+    def compacted(self, topics: list[str]) -> set[str]:
+        """The topics whose cleanup.policy compacts them."""
+        try:
+            configs = remote_topics.topic_configs(self._admin, topics)
+        except KafkaException as error:
+            raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
+        return {
+            topic
+            for topic, entries in configs.items()
+            if "compact" in str(getattr(entries.get("cleanup.policy"), "value", ""))
+        }
+
+    def progress(self, group: str, topics: dict[str, int]) -> list[PartitionProgress]:
+        """Start, end and the group's committed offset of every partition of `topics`."""
+        partitions = [TopicPartition(t, p) for t, count in topics.items() for p in range(count)]
+        ranges = self.log_ranges(topics)
         request = [ConsumerGroupTopicPartitions(group)]
         futures = self._admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT)
         committed: dict[tuple[str, int], int] = {}
-        problems: dict[tuple[str, int], str] = {}
+        notes: dict[tuple[str, int], tuple[str, RetentionLoss | None]] = {}
         for tp in _result(futures[group]).topic_partitions or []:
             if tp.error is None and tp.offset >= 0:
                 committed[(tp.topic, tp.partition)] = tp.offset
-                problems[(tp.topic, tp.partition)] = tp.metadata or ""
+                notes[(tp.topic, tp.partition)] = read_commit_note(tp.metadata or "")
         return [
             PartitionProgress(
                 tp.topic,
                 tp.partition,
-                starts[(tp.topic, tp.partition)],
-                ends[(tp.topic, tp.partition)],
+                *ranges[(tp.topic, tp.partition)],
                 committed.get((tp.topic, tp.partition)),
-                problems.get((tp.topic, tp.partition), ""),
+                *notes.get((tp.topic, tp.partition), ("", None)),
             )
             for tp in partitions
         ]

@@ -35,6 +35,7 @@ ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Client
 # The largest request the producer builds: above any topic's usual max.message.bytes, below
 # the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+CLOSE_FLUSH_SECONDS = 5.0  # for checkpoints still on their way when the worker stops
 
 MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "enable.idempotence": True,
@@ -106,8 +107,8 @@ class ClientErrors:
 
 class Clients:
     """Admin clients of both clusters, the source consumer (the workers' group), the target
-    producer, the offset-syncs producer (the target producer unless syncs live on the source)
-    and the readers of the internal topics."""
+    producer, the offset-syncs producer (the target producer unless syncs live on the source),
+    the checkpoints producer and the readers of the internal topics."""
 
     def __init__(
         self, config: WorkerConfig, on_error: ErrorCallback, on_commit: CommitCallback
@@ -131,7 +132,9 @@ class Clients:
                 **source,
                 "group.id": config.consumer_group,
                 "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
+                # A position the source no longer holds is reported, not skipped silently:
+                # the records below the log start are counted lost (`retention.py`).
+                "auto.offset.reset": "error",
                 "partition.assignment.strategy": "cooperative-sticky",
                 # The end-of-partition event tells the loop that the offsets before it that
                 # never came hold no record for it (transaction markers).
@@ -163,6 +166,11 @@ class Clients:
             )
             if self.syncs_at_source
             else self.producer
+        )
+        # Checkpoints go out, and are waited for, on the checkpoint task's own thread: a producer
+        # of its own, so that waiting for them never waits for the mirrored records.
+        self.checkpoints_producer = Producer(
+            {**target, "enable.idempotence": True, "linger.ms": 5, "error_cb": on_error("target")}
         )
         readers = {
             "enable.auto.commit": False,
@@ -196,5 +204,6 @@ class Clients:
     def close(self) -> None:
         """Leave the group (serving the revocation callback) and close the readers."""
         self.consumer.close()
+        self.checkpoints_producer.flush(CLOSE_FLUSH_SECONDS)
         self.syncs_reader.close()
         self.checkpoints_reader.close()

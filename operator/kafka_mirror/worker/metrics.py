@@ -19,6 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
+TASK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
@@ -112,6 +113,20 @@ class WorkerMetrics:
             "Selection patterns that do not compile.",
             registry=r,
             multiprocess_mode="livemax",
+        )
+        self.task_seconds = Histogram(
+            "kafka_mirror_task_seconds",
+            "How long a periodic task (commit, topics, configs, checkpoints, heartbeats, "
+            "deliveries) held the mirroring loop: records wait meanwhile.",
+            ["task"],
+            buckets=TASK_BUCKETS,
+            registry=r,
+        )
+        self.lost_to_retention = Counter(
+            "kafka_mirror_records_lost_to_retention",
+            "Records that left the source (retention, DeleteRecords) before they were mirrored.",
+            ["topic", "partition"],
+            registry=r,
         )
         self.errors = Counter("kafka_mirror_errors", "Errors, by kind.", ["kind"], registry=r)
         self.partition_problem = Gauge(

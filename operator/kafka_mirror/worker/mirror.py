@@ -1,8 +1,8 @@
 """The mirroring worker: source topics on A to remote topics on B, at least once.
 
 One loop, one thread (as MirrorMaker 2's MirrorSourceTask polls and sends): consume a batch from
-A, produce it to B (same partition, key, value, headers and timestamp, plus a provenance
-header), serve the delivery reports, and run the periodic tasks when due.
+A, produce it to B (`batches.BatchSender`), serve the delivery reports, and run the periodic
+tasks when due (their admin calls on a thread of their own: `periodic.OffLoop`).
 
 Nothing is committed past a record the target has not acknowledged (`flows.PartitionFlow`), on
 every path: the periodic commit, giving partitions up, stopping, a failed producer. A record the
@@ -10,9 +10,6 @@ producer refuses stops or holds its partition at that record, never the worker; 
 queue keeps the rest of the batch for the next round; a producer that failed (its gapless
 guarantee, or no acknowledgement for a minute while the target answers) is replaced and every
 partition with records waiting is consumed again from its first unacknowledged record.
-Delivery reports are asked for only on a sample of records (the last of a partition's run in a
-batch, upstream gaps, one per `offsetSyncs.maxLag`): the gapless guarantee makes each vouch for
-every earlier record of its partition, and the rest cost no Python at all.
 
 A refusal of the target that retrying cannot cure (an ACL, a record the topic cannot take) stops
 its remote topic or partition, the others go on (`permanent.py`).
@@ -24,27 +21,25 @@ import logging
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
-from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_mirror.kafka.formats import (
-    PROVENANCE_HEADER,
-    is_copy_from,
-    offset_syncs_topic,
-)
+from kafka_mirror.kafka.formats import offset_syncs_topic
+from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.config import WorkerConfig, load
 from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
-from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Headers, Partitions
-from kafka_mirror.worker.periodic import Periodic
+from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
+from kafka_mirror.worker.periodic import OffLoop, Periodic
 from kafka_mirror.worker.permanent import refusal_in_fatal
+from kafka_mirror.worker.retention import RetentionLosses
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.tasks import CheckpointTask, send_heartbeat
-from kafka_mirror.worker.topic_sync import TopicSync
+from kafka_mirror.worker.topic_sync import TopicObservation, TopicSync
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +101,41 @@ class MirrorWorker:
             metrics,
             self._fail,
         )
+        self.sender = BatchSender(
+            self.clients,
+            self.partitions,
+            self.topics,
+            config.target.alias if config.topic_naming.policy == "identity" else None,
+            self._consume_event,
+            self._producer_failed,
+        )
         self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
+        self.admin_thread = ThreadPoolExecutor(1, thread_name_prefix="admin")
+        self.losses = RetentionLosses(metrics)
         self.tasks = [
             Periodic("commit", config.commit_interval_seconds, self._commit),
-            Periodic("topics", config.refresh_topics_interval_seconds, self._refresh_topics),
-            Periodic("configs", config.topic_config_sync.interval_seconds, self._sync_configs),
-            Periodic("checkpoints", config.checkpoints.interval_seconds, self._checkpoint),
+            Periodic("config", config.refresh_topics_interval_seconds, self._reload_config),
+            OffLoop(
+                "topics",
+                config.refresh_topics_interval_seconds,
+                lambda: self.topics.observe(self.config),
+                self._topics_observed,
+                self.admin_thread,
+            ),
+            OffLoop(
+                "configs",
+                config.topic_config_sync.interval_seconds,
+                lambda: self.topics.sync_configs(self.config),
+                self.topics.max_record_bytes.update,
+                self.admin_thread,
+            ),
+            OffLoop(
+                "checkpoints",
+                config.checkpoints.interval_seconds,
+                self._checkpoint,
+                lambda _: None,
+                self.admin_thread,
+            ),
             Periodic("heartbeats", config.heartbeats.interval_seconds, self._heartbeat),
             Periodic("deliveries", DELIVERY_CHECK_SECONDS, self._check_deliveries),
         ]
@@ -149,14 +173,16 @@ class MirrorWorker:
                 self.watchdog.beat()
                 now = time.monotonic()
                 for task in self.tasks:
-                    task.run_if_due(now, self._task_failed)
+                    took = task.run_if_due(now, self._task_failed)
+                    if took is not None:
+                        self.metrics.task_seconds.labels(task.name).observe(took)
                 if self.producer_failure is not None:
                     self._replace_producer(self.producer_failure)
                 if self.partitions.backlog:
                     batch, self.partitions.backlog = self.partitions.backlog, []
-                    self._mirror(batch)
+                    self.sender.send(batch)
                 elif self.subscribed:
-                    self._mirror(self._next_batch())
+                    self.sender.send(self._next_batch())
                 else:
                     self.stopping.wait(POLL_SECONDS)
                 self._serve_reports(BACKLOG_WAIT_SECONDS if self.partitions.backlog else 0)
@@ -165,6 +191,8 @@ class MirrorWorker:
             # Whatever ended the loop: commit only what the target acknowledged.
             self._barrier(None, SHUTDOWN_FLUSH_SECONDS)
             self.closing = True
+            # Its admin calls must end before the clients close under them.
+            self.admin_thread.shutdown(wait=True, cancel_futures=True)
             self.clients.close()
             self.checkpoint_task.close()
         if self.failure:
@@ -203,111 +231,18 @@ class MirrorWorker:
             log.error("stopping: %s", reason)
             self.failure = reason
 
-    def _mirror(self, messages: list[Message]) -> None:
-        # The hot path: one pass per record, attribute lookups hoisted out of the loop.
-        identity = self.config.topic_naming.policy == "identity"
-        partitions = self.partitions
-        flows, produce = partitions.flows, self.clients.producer.produce
-        cycles = self._cycles(messages) if identity else None
-        last = len(messages) - 1
-        for index, message in enumerate(messages):
-            error = message.error()
-            if error is not None:
-                self._consume_event(message, error)
-                continue
-            topic, partition, offset = message.topic(), message.partition(), message.offset()
-            assert topic is not None and partition is not None and offset is not None
-            flow = flows.get((topic, partition)) or partitions.open(topic, partition, offset)
-            if flow is None or flow.stop or flow.held or offset < flow.next_upstream:
-                continue  # not mirrored, paused at an earlier record, or fetched before a seek
-            if cycles and index in cycles:
-                flow.skipped(offset)  # came from the target in the first place
-                continue
-            provenance = flow.pack_provenance(
-                flow.provenance_prefix, offset, flow.provenance_suffix
-            )
-            # A new list: the message keeps its own (a record kept for the next round, when the
-            # producer's queue is full, must not get the header twice).
-            headers = [*cast(Headers, message.headers() or ()), (PROVENANCE_HEADER, provenance)]
-            timestamp = message.timestamp()[1]
-            key, value = message.key(), message.value()
-            size = (len(key) if key else 0) + (len(value) if value else 0)
-            if size > flow.size_watch and partitions.too_large(flow, offset, key, value, headers):
-                continue
-            following = messages[index + 1] if index < last else None
-            # Reported where the offset sync rule may fire (an upstream gap, `maxLag` records
-            # since the last such report), where a partition's run in this batch ends, and
-            # before a record skipped as a cycle (it will not be reported itself).
-            sync_point = offset != flow.next_upstream or offset >= flow.next_sync_point
-            report = (
-                sync_point
-                or following is None
-                or following.partition() != partition
-                or following.topic() != topic
-                or following.error() is not None  # the end of the partition: the run ends
-                or (cycles is not None and index + 1 in cycles)
-            )
-            try:
-                # Positional: keyword arguments cost the C call a string lookup per keyword.
-                # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
-                produce(
-                    flow.remote,
-                    value,
-                    key,
-                    partition,
-                    flow.on_delivery if report else None,
-                    None,
-                    timestamp if timestamp > 0 else 0,
-                    headers,
-                )
-            except BufferError:
-                # The local queue is full: keep the rest for the next round, which first lets
-                # deliveries drain (the loop goes on, so probes and SIGTERM are answered).
-                partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
-                return
-            except KafkaException as refusal:
-                error = refusal.args[0]
-                if error.code() == KafkaError._FATAL:
-                    # The producer failed: the loop replaces it, then goes on from here.
-                    self.producer_failure = error.str()
-                    partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
-                    return
-                partitions.refuse(flow, offset, error)
-                continue
-            # Only once queued: its report cannot come before produce() returned, and a record
-            # that failed to queue must not shift the reports of the ones after it.
-            flow.next_upstream = offset + 1
-            flow.unreported_records += 1
-            flow.unreported_bytes += size
-            if report:
-                flow.in_flight.append(
-                    (offset, timestamp, flow.unreported_records, flow.unreported_bytes)
-                )
-                flow.unreported_records = flow.unreported_bytes = 0
-            if sync_point:
-                flow.next_sync_point = offset + flow.emitter.max_lag + 1
-
-    def _cycles(self, messages: list[Message]) -> set[int]:
-        """Indexes of the records that are copies of records of the topic they would be written
-        to (identity naming: by provenance header and topic ID)."""
-        target, remote_ids = self.config.target.alias, self.topics.remote_ids
-        return {
-            index
-            for index, message in enumerate(messages)
-            if message.error() is None
-            and is_copy_from(
-                cast(Headers, message.headers() or []),
-                target,
-                remote_ids.get(message.topic() or ""),
-            )
-        }
-
     def _consume_event(self, message: Message, error: KafkaError) -> None:
+        if error.code() == KafkaError._AUTO_OFFSET_RESET:
+            self.losses.reset(self.clients.consumer, message)
+            return
         if error.code() != KafkaError._PARTITION_EOF:
             self.metrics.errors.labels("consume").inc()
             log.warning("consuming from the source: %s", error.str())
             return
         self.partitions.reached_end(message)
+
+    def _producer_failed(self, reason: str) -> None:
+        self.producer_failure = reason  # the loop replaces it, then goes on
 
     def _replace_producer(self, reason: str) -> None:
         """Give up on the producer: each partition with records waiting is consumed again from
@@ -336,7 +271,7 @@ class MirrorWorker:
         self.sync_writer.publish(self.clients.syncs_producer)
         self.partitions.publish_figures()
         self.partitions.hold_unacknowledged()
-        offsets = commit_offsets(self.partitions.flows.values())
+        offsets = self.losses.annotate(commit_offsets(self.partitions.flows.values()))
         if offsets:
             self.clients.consumer.commit(offsets=offsets, asynchronous=True)
             self._update_lag(offsets)
@@ -365,7 +300,9 @@ class MirrorWorker:
         self.partitions.publish_figures()
         keys = None if partitions is None else {(tp.topic, tp.partition) for tp in partitions}
         flows = self.partitions.flows.items()
-        offsets = commit_offsets(f for k, f in flows if keys is None or k in keys)
+        offsets = self.losses.annotate(
+            commit_offsets(f for k, f in flows if keys is None or k in keys)
+        )
         if not offsets:
             return
         try:
@@ -384,16 +321,19 @@ class MirrorWorker:
 
     def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.info("assigned %d partitions", len(partitions))
+        self.losses.restore(self.clients.consumer, partitions)
 
     def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Before giving partitions to another replica, commit what the target holds of them."""
         log.info("revoked %d partitions", len(partitions))
         self._barrier(partitions, 0.0 if self.closing else REVOKE_FLUSH_SECONDS)
         self.partitions.forget(partitions)
+        self.losses.forget(partitions)
 
     def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.warning("lost %d partitions (no commit: another worker may own them)", len(partitions))
         self.partitions.forget(partitions)
+        self.losses.forget(partitions)
 
     # --- periodic tasks -------------------------------------------------------------------
 
@@ -412,10 +352,9 @@ class MirrorWorker:
         log.info("configuration changed: applying the new selections live")
         self.config = new
 
-    def _refresh_topics(self) -> None:
-        self._reload_config()
+    def _topics_observed(self, seen: TopicObservation) -> None:
         ready = self.topics.internal_topics_ready
-        plan = self.topics.refresh(self.config)
+        plan = self.topics.apply(seen)
         if not ready and self.topics.internal_topics_ready:
             self.checkpoint_task.load_emitted()
         self._subscribe(sorted(plan.mirrored))
@@ -442,10 +381,9 @@ class MirrorWorker:
             self.partitions.forget([TopicPartition(t, p) for t, p in list(self.partitions.flows)])
         self.subscribed = topics
 
-    def _sync_configs(self) -> None:
-        self.topics.sync_configs(self.config)
-
     def _checkpoint(self) -> None:
+        """Off the loop: the assignment is librdkafka's (thread-safe), the plan a reference
+        the loop replaces whole."""
         if not self.config.checkpoints.enabled or not self.topics.internal_topics_ready:
             return
         mirrored = self.topics.plan.mirrored

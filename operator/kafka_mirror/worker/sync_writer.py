@@ -5,7 +5,7 @@ delayed to the next commit, so a partition that went quiet still gets its last o
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 
 from confluent_kafka import KafkaException, Producer
 
@@ -38,11 +38,16 @@ class OffsetSyncWriter:
 
     def publish(self, producer: Producer) -> None:
         """Produce the pending syncs; a full queue keeps the rest for the next call."""
-        while self.pending:
-            sync = self.pending[0]
-            try:
-                producer.produce(self.topic, key=sync.key(), value=sync.value())
-            except (BufferError, KafkaException):
-                return  # a full queue, or a failed producer the loop is replacing
-            self.pending.popleft()
-            self.metrics.offset_syncs.labels(sync.topic).inc()
+        sent: Counter[str] = Counter()  # counted once per topic: `labels()` takes a lock
+        try:
+            while self.pending:
+                sync = self.pending[0]
+                try:
+                    producer.produce(self.topic, key=sync.key(), value=sync.value())
+                except (BufferError, KafkaException):
+                    return  # a full queue, or a failed producer the loop is replacing
+                self.pending.popleft()
+                sent[sync.topic] += 1
+        finally:
+            for topic, count in sent.items():
+                self.metrics.offset_syncs.labels(topic).inc(count)

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 class CheckpointTask:
     """Checkpoints of the source groups on the partitions this worker owns, through whichever
-    clients are current (the producer and the admin clients are renewed after failures)."""
+    admin clients are current (they are renewed after timeouts). It runs off the mirroring loop
+    (`periodic.OffLoop`), with a producer of its own."""
 
     def __init__(
         self, config: WorkerConfig, clients: Clients, syncs_topic: str, metrics: WorkerMetrics
@@ -31,7 +32,7 @@ class CheckpointTask:
         self.checkpointer = Checkpointer(
             clients.source_admin,
             clients.target_admin,
-            clients.producer,
+            clients.checkpoints_producer,
             TopicTail(clients.syncs_reader, syncs_topic),
             self.topic,
             GroupFilter(
@@ -58,7 +59,6 @@ class CheckpointTask:
             clients.source_admin,
             clients.target_admin,
         )
-        checkpointer.producer = clients.producer
         try:
             checkpointer.run_once(owned)
         except TimeoutError:

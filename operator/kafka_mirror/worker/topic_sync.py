@@ -4,6 +4,9 @@ created and grown with their source, configs copied, the internal topics created
 remote topic's record size limit read so that the worker can refuse a record the target
 cannot take before it reaches the producer.
 
+The admin calls run off the mirroring loop (`observe`, `sync_configs`), so that no record
+waits for them; what they find is taken in on the loop (`apply`).
+
 Topic IDs are read here too, on every refresh: each source topic's (its records' provenance
 headers name it, so a copy can be told from a record derived from it) and, under identity
 naming, each remote topic's (the cycle test compares the headers with it). A topic is mirrored
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 
@@ -25,6 +29,19 @@ from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicObservation:
+    """One look at both clusters (`TopicSync.observe`), for the loop to take in."""
+
+    plan: TopicPlan  # before the topics below are taken out
+    failed: set[str]  # remote topics that could not be created or grown
+    remote_partitions: dict[str, int]  # remote topic → its partitions (as grown)
+    max_record_bytes: dict[str, int]  # size limits read for the first time
+    source_ids: dict[str, bytes | None]
+    remote_ids: dict[str, bytes | None]
+    identity: bool
 
 
 class TopicSync:
@@ -48,8 +65,11 @@ class TopicSync:
         self._last_problems: list[str] = []
         self._last_unnamed: set[str] = set()
 
-    def refresh(self, config: WorkerConfig) -> TopicPlan:
-        """List the source's topics, apply the selections, create or grow the remote topics."""
+    def observe(self, config: WorkerConfig) -> TopicObservation:
+        """List the source's topics, apply the selections, create or grow the remote topics.
+
+        Runs off the mirroring loop (admin calls take milliseconds to seconds): it changes
+        nothing the loop reads; `apply` takes its result in on the loop."""
         selections, problems = config.compiled_selections()
         self.metrics.invalid_patterns.set(len(problems))
         if problems != self._last_problems:
@@ -77,23 +97,33 @@ class TopicSync:
             configs = self._remote_configs(config, new, plan)
             failed = set(remote_topics.create_or_grow(target, wanted, existing, configs))
             unknown = [r for r in wanted if r not in failed and r not in self.max_record_bytes]
-            self.max_record_bytes.update(remote_topics.max_message_bytes(target, unknown))
+            limits = remote_topics.max_message_bytes(target, unknown)
             by_remote = remote_topics.topic_ids(target, wanted) if identity else {}
         except KafkaException:
             self.set_reachable("target", False)
             raise
         remote_ids = {t: by_remote[r] for t, r in plan.mirrored.items() if r in by_remote}
-        unnamed = self._keep_ids(plan, source_ids, remote_ids, identity)
+        partitions = {r: max(existing.get(r, 0), wanted[r]) for r in wanted}
+        return TopicObservation(plan, failed, partitions, limits, source_ids, remote_ids, identity)
+
+    def apply(self, seen: TopicObservation) -> TopicPlan:
+        """Take in what `observe` found (on the loop); returns the topics to mirror now."""
+        plan = seen.plan
+        self.internal_topics_ready = True  # an observation made sure they exist
+        self.max_record_bytes.update(seen.max_record_bytes)
+        unnamed = self._keep_ids(plan, seen.source_ids, seen.remote_ids, seen.identity)
         skipped = plan.skipped + [
             SkippedTopic(topic, "the remote topic could not be created (see the worker log)")
             for topic, remote in plan.mirrored.items()
-            if remote in failed
+            if remote in seen.failed
         ]
-        mirrored = {t: r for t, r in plan.mirrored.items() if r not in failed and t not in unnamed}
+        mirrored = {
+            t: r for t, r in plan.mirrored.items() if r not in seen.failed and t not in unnamed
+        }
         if skipped != self.plan.skipped:
             for skip in skipped:
                 log.warning("not mirroring %s: %s", skip.topic, skip.reason)
-        self.remote_partitions = {r: max(existing.get(r, 0), wanted[r]) for r in mirrored.values()}
+        self.remote_partitions = {r: seen.remote_partitions[r] for r in mirrored.values()}
         self.plan = TopicPlan(mirrored, skipped)
         self.metrics.set_topics(mirrored, [(s.topic, s.reason) for s in skipped])
         return self.plan
@@ -138,13 +168,13 @@ class TopicSync:
         remote_topics.ensure_internal_topic(self.clients.syncs_admin, self.offset_syncs_topic)
         remote_topics.ensure_internal_topic(self.clients.target_admin, self.checkpoints_topic)
         remote_topics.ensure_internal_topic(self.clients.target_admin, HEARTBEATS_TOPIC)
-        self.internal_topics_ready = True
 
-    def sync_configs(self, config: WorkerConfig) -> None:
-        """Copy the source topics' settings to the remote topics; read their size limits."""
+    def sync_configs(self, config: WorkerConfig) -> dict[str, int]:
+        """Copy the source topics' settings to the remote topics; returns their size limits
+        (off the loop, as `observe`)."""
         mirrored = self.plan.mirrored
         if not mirrored:
-            return
+            return {}
         if config.topic_config_sync.enabled:
             excludes = frozenset(config.topic_config_sync.excludes)
             admin = self.clients.source_admin
@@ -152,6 +182,4 @@ class TopicSync:
             remote_topics.copy_configs(
                 self.clients.target_admin, {mirrored[t]: s for t, s in by_source.items()}
             )
-        self.max_record_bytes.update(
-            remote_topics.max_message_bytes(self.clients.target_admin, mirrored.values())
-        )
+        return remote_topics.max_message_bytes(self.clients.target_admin, mirrored.values())

@@ -1,0 +1,211 @@
+"""The records the audit compares, read with Spark's Kafka source: the source records of the
+window, and every copy on the target with the source record its provenance header names.
+
+Each side carries a hash of the record's content (key, value, headers, timestamp); a copy's
+headers are hashed without the provenance header the mirror appended (always the last one), so
+an exact copy hashes as its source record. The source is read committed, as the workers read
+it: records of aborted transactions were never meant to be mirrored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kafka_mirror.kafka.formats import (
+    PROVENANCE_FIELDS_BYTES,
+    PROVENANCE_HEADER,
+    TOPIC_ID_BYTES,
+    RetentionLoss,
+)
+
+
+@dataclass(frozen=True)
+class PartitionWindow:
+    """One source partition: offsets [start, end) must all be on the target (end is where the
+    workers committed); the remote partition holds offsets [target_start, target_end)."""
+
+    topic: str
+    remote: str
+    partition: int
+    start: int
+    end: int
+    target_start: int = 0
+    target_end: int = 0
+    loss: RetentionLoss | None = None  # left the source before it was mirrored
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    mirror: str
+    source_alias: str
+    target_alias: str
+    source_options: dict[str, str]
+    target_options: dict[str, str]
+    windows: list[PartitionWindow]
+    offset_syncs_on_source: bool
+    source_ids: dict[str, bytes | None] | None = None  # topic → its ID (its incarnation)
+    # Identity naming only: remote topic → its ID; source records that are copies of its
+    # records were skipped as cycles by the workers.
+    cycle_ids: dict[str, bytes | None] | None = None
+    # Remote topics the target compacts: a copy superseded there by a newer one of its key
+    # may be gone while the source still holds its record.
+    compacted_remotes: set[str] = field(default_factory=set)
+
+
+def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFrame:
+    # Offsets that left a log between planning and reading are not an error: those records
+    # are simply not compared.
+    reader = spark.read.format("kafka").options(**options).option("failOnDataLoss", "false")
+    for key, value in extra.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _offsets_json(windows: list[PartitionWindow], pick: Callable[[PartitionWindow], int]) -> str:
+    by_topic: dict[str, dict[str, int]] = {}
+    for w in windows:
+        by_topic.setdefault(w.topic, {})[str(w.partition)] = pick(w)
+    return json.dumps(by_topic)
+
+
+def content_hash(headers: Column) -> Column:
+    """Key, value (told apart from null), the headers given and the timestamp."""
+    key, value = F.col("key"), F.col("value")
+    return F.xxhash64(key.isNull(), key, value.isNull(), value, headers, F.col("timestamp"))
+
+
+def _by_name(values: dict[str, bytes | None]) -> Column:
+    """A map literal name → ID (binary, null for none)."""
+    pairs = [
+        part
+        for name, value in sorted(values.items())
+        for part in (F.lit(name), F.lit(value).cast("binary"))
+    ]
+    return F.create_map(*pairs) if pairs else F.create_map().cast("map<string,binary>")
+
+
+def _names(alias: str, ids: Column) -> Callable[[Column], Column]:
+    """Whether a header is a provenance header naming cluster `alias` and the topic whose ID
+    `ids` holds (any, for a header written without one or a topic with none): the workers'
+    cycle test (`formats.is_copy_from`)."""
+    named = alias.encode()
+    field = len(named).to_bytes(2, "big") + named
+    bare = len(field) + PROVENANCE_FIELDS_BYTES
+    with_id = bare + TOPIC_ID_BYTES
+
+    def test(h: Column) -> Column:
+        value = h["value"]
+        ends = F.substring(value, bare + 1, TOPIC_ID_BYTES)
+        return (
+            (h["key"] == PROVENANCE_HEADER)
+            & (F.substring(value, 1, len(field)) == F.lit(field))
+            & (
+                (F.length(value) == bare)
+                | ((F.length(value) == with_id) & (ids.isNull() | (ends == ids)))
+            )
+        )
+
+    return test
+
+
+def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
+    """topic, partition, offset, hash and (identity naming) whether the workers skipped it as a
+    cycle, of every committed source record in the windows."""
+    windows = [w for w in inputs.windows if w.end > w.start]
+    assignment: dict[str, list[int]] = {}
+    for w in windows:
+        assignment.setdefault(w.topic, []).append(w.partition)
+    raw = read_kafka(
+        spark,
+        inputs.source_options,
+        assign=json.dumps(assignment),
+        startingOffsets=_offsets_json(windows, lambda w: w.start),
+        endingOffsets=_offsets_json(windows, lambda w: w.end),
+        includeHeaders="true",
+        **{"kafka.isolation.level": "read_committed"},
+    )
+    cycle = F.lit(False)
+    if inputs.cycle_ids is not None:
+        remote_of = {w.topic: inputs.cycle_ids.get(w.remote) for w in windows}
+        test = _names(inputs.target_alias, _by_name(remote_of)[F.col("topic")])
+        cycle = F.coalesce(F.exists("headers", test), F.lit(False))
+    return raw.select(
+        "topic",
+        "partition",
+        "offset",
+        "key",
+        content_hash(F.col("headers")).alias("hash"),
+        cycle.alias("cycle"),
+    )
+
+
+def target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
+    """Every copy on the remote topics of a record of the source cluster: where it is, the
+    source record it names (topic, partition, offset, topic ID) and its content's hash."""
+    remotes = sorted({w.remote for w in inputs.windows})
+    source_of = {w.remote: w.topic for w in inputs.windows}
+    to_source = F.create_map(*[F.lit(name) for pair in source_of.items() for name in pair])
+    raw = read_kafka(
+        spark,
+        inputs.target_options,
+        subscribe=",".join(remotes),
+        startingOffsets="earliest",
+        endingOffsets="latest",
+        includeHeaders="true",
+    )
+    # The newest provenance header is this hop's: STRING alias, INT32 partition, INT64 offset,
+    # then (from workers that write it) the source topic's 16-byte ID.
+    header = F.try_element_at(
+        F.filter("headers", lambda h: h["key"] == PROVENANCE_HEADER), F.lit(-1)
+    ).getField("value")
+    alias_length = F.conv(F.hex(F.substring(header, 1, 2)), 16, 10).cast("int")
+    own_headers = F.slice("headers", 1, F.size("headers") - 1)  # without this hop's header
+    ids = _by_name(inputs.source_ids or {})
+    return (
+        raw.select(
+            F.col("topic").alias("remote"),
+            F.col("partition").alias("target_partition"),
+            F.col("offset").alias("target_offset"),
+            "key",
+            "value",
+            "headers",
+            "timestamp",
+            header.alias("h"),
+            alias_length.alias("alias_length"),
+        )
+        .where(F.col("h").isNotNull())  # a record that has one has at least one header
+        .select(
+            "remote",
+            "target_partition",
+            "target_offset",
+            "key",
+            content_hash(own_headers).alias("hash"),
+            to_source[F.col("remote")].alias("topic"),
+            F.expr("cast(substring(h, 3, alias_length) as string)").alias("alias"),
+            F.expr("cast(conv(hex(substring(h, 3 + alias_length, 4)), 16, 10) as int)").alias(
+                "partition"
+            ),
+            F.expr("cast(conv(hex(substring(h, 7 + alias_length, 8)), 16, 10) as bigint)").alias(
+                "offset"
+            ),
+            F.expr(
+                f"if(length(h) = alias_length + {2 + PROVENANCE_FIELDS_BYTES + TOPIC_ID_BYTES}, "
+                f"substring(h, alias_length + {3 + PROVENANCE_FIELDS_BYTES}, {TOPIC_ID_BYTES}), "
+                "null)"
+            ).alias("topic_id"),
+        )
+        .where(F.col("alias") == inputs.source_alias)
+        .withColumn(
+            # A copy of the topic's current incarnation; a header without an ID (an older
+            # worker) or a cluster without topic IDs cannot tell, and counts as one.
+            "current",
+            F.col("topic_id").isNull()
+            | ids[F.col("topic")].isNull()
+            | (F.col("topic_id") == ids[F.col("topic")]),
+        )
+    )

@@ -1,0 +1,88 @@
+"""Records that left the source before the worker copied them (loss to retention).
+
+A worker stopped, or behind, for longer than the source keeps records finds its position below
+the partition's log start. Its consumer runs with `auto.offset.reset=error`, so librdkafka
+reports each such jump (with the position it could not fetch) instead of making it silently:
+the records between that position and the log start are counted lost, per partition, in the
+metrics and in the metadata committed beside the partition's offset (where the operator's
+status and the audit read them), and mirroring goes on from the log start. Nothing here runs
+per record: only on the reset, at assignment and at commit.
+
+Compaction and transaction markers leave offset gaps too, but above the log start: the consumer
+fetches across them without a reset, so they are never counted.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+
+from kafka_mirror.kafka.formats import RetentionLoss, commit_note, read_commit_note
+from kafka_mirror.worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+
+WATERMARK_SECONDS = 10.0
+Key = tuple[str, int]
+
+
+class RetentionLosses:
+    def __init__(self, metrics: WorkerMetrics) -> None:
+        self.metrics = metrics
+        self.losses: dict[Key, RetentionLoss] = {}
+
+    def restore(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """At assignment: the losses earlier owners committed, so that the count goes on."""
+        try:
+            committed = consumer.committed(partitions, timeout=WATERMARK_SECONDS)
+        except KafkaException as error:
+            log.warning("cannot read the committed losses to retention: %s", error)
+            return
+        for tp in committed:
+            _problem, loss = read_commit_note(tp.metadata or "")
+            if loss is not None:
+                self.losses[(tp.topic, tp.partition)] = loss
+
+    def reset(self, consumer: Consumer, message: Message) -> None:
+        """librdkafka could not fetch the partition at `message.offset()` (None: nothing was
+        committed there yet): count what lies below the log start, go on from there."""
+        topic, partition, position = message.topic(), message.partition(), message.offset()
+        assert topic is not None and partition is not None
+        point = TopicPartition(topic, partition)
+        start, _end = consumer.get_watermark_offsets(point, timeout=WATERMARK_SECONDS)
+        if position is not None and 0 <= position < start:
+            key = (topic, partition)
+            before = self.losses.get(key, RetentionLoss(0, position, position))
+            self.losses[key] = before.add(position, start)
+            self.metrics.lost_to_retention.labels(topic, str(partition)).inc(start - position)
+            log.error(
+                "%s[%d]: offsets %d to %d left the source before they were mirrored (its "
+                "retention is shorter than the mirror was behind): %d records lost",
+                topic,
+                partition,
+                position,
+                start - 1,
+                start - position,
+            )
+        # A partition in this error state takes no seek: assigned again, from the log start.
+        consumer.incremental_unassign([point])
+        consumer.incremental_assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+
+    def annotate(self, offsets: list[TopicPartition]) -> list[TopicPartition]:
+        """The offsets about to be committed, each partition's loss added to its metadata."""
+        return [
+            TopicPartition(
+                tp.topic,
+                tp.partition,
+                tp.offset,
+                metadata=commit_note(tp.metadata or "", self.losses[(tp.topic, tp.partition)]),
+            )
+            if (tp.topic, tp.partition) in self.losses
+            else tp
+            for tp in offsets
+        ]
+
+    def forget(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.losses.pop((tp.topic, tp.partition), None)

@@ -1,0 +1,98 @@
+"""Audit test helpers: mirror with the real worker until its group committed every record, and
+move a group's committed offsets as a faulty mirror would have."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from kafka_mirror.api.models import KafkaMirrorStatus
+from kafka_mirror.controller.status import (
+    DeploymentState,
+    KafkaState,
+    MirrorObservation,
+    mirror_status,
+)
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.kafka.formats import checkpoints_topic
+from kafka_mirror.kafka.observe import ClusterReader, PartitionProgress
+from kafka_mirror.topics import TopicPlan
+from kafka_mirror.worker.config import WorkerConfig
+from tests.helpers.kafka import admin_for, end_offsets
+from tests.helpers.worker import WorkerProcess, wait_for
+
+
+def commit(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit `offsets` (partition → offset) for `group`, which has no member now."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    consumer.commit(
+        offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+    )
+    consumer.close()
+
+
+def delete_before(cluster: KafkaCluster, topic: str, offsets: dict[int, int]) -> None:
+    """What retention does to a log: its start moves to `offsets` (DeleteRecords)."""
+    admin = admin_for(cluster.bootstrap_servers)
+    request = [TopicPartition(topic, p, o) for p, o in offsets.items()]
+    for future in admin.delete_records(request).values():
+        future.result(timeout=30)
+
+
+def committed_everything(config: dict[str, Any], topic: str) -> bool:
+    """The worker's group committed every partition of `topic` at its end on the source."""
+    parsed = WorkerConfig.model_validate(config)
+    ends = end_offsets(parsed.source.bootstrap_servers, topic)
+    reader = ClusterReader(parsed.source.alias, parsed.source.client_config())
+    try:
+        progress = reader.progress(parsed.consumer_group, {topic: len(ends)})
+    finally:
+        reader.close()
+    return all(p.committed == ends[p.partition] for p in progress)
+
+
+def mirror_everything(
+    config: dict[str, Any],
+    topic: str,
+    tmp_path: Path,
+    target: KafkaCluster,
+    name: str = "worker",
+) -> WorkerProcess:
+    """Run the worker until its group committed every record of `topic` and it wrote
+    checkpoints (a few rounds, one a second); it is stopped and returned (its log, metrics)."""
+    worker = WorkerProcess(config, tmp_path, name).start()
+    try:
+        wait_for(
+            lambda: committed_everything(config, topic), 90, "the worker to commit every record"
+        )
+        alias = config["source"]["alias"]
+        wait_for(
+            lambda: (
+                checkpoints_topic(alias) in admin_for(target.bootstrap_servers).list_topics().topics
+            ),
+            30,
+            "checkpoints on the target",
+        )
+        time.sleep(3)
+    finally:
+        assert worker.stop() == 0
+    return worker
+
+
+def status_from(plan: TopicPlan, progress: list[PartitionProgress]) -> KafkaMirrorStatus:
+    """The status the operator computes for a mirror with one ready worker, every remote topic
+    there, and this progress on the source."""
+    observation = MirrorObservation(
+        generation=1,
+        paused=False,
+        label_selector="",
+        deployment=DeploymentState(1, 1, 1),
+        selection_problems=[],
+        selection_count=1,
+        kafka=KafkaState(plan, set(plan.mirrored.values()), progress, {}),
+    )
+    return mirror_status(observation, KafkaMirrorStatus(), datetime.now(UTC))

@@ -1,0 +1,78 @@
+"""Records lost to retention: the note the workers commit, the loss the operator reads from it
+and from the source's log start, and the status that shows it."""
+
+from __future__ import annotations
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from kafka_mirror.kafka.formats import LOSS_MARK, RetentionLoss, commit_note, read_commit_note
+from kafka_mirror.kafka.observe import PartitionProgress
+from kafka_mirror.topics import TopicPlan
+from tests.helpers.audit import status_from
+
+offsets = st.integers(min_value=0, max_value=2**62)
+
+
+@given(
+    problem=st.text(max_size=400),
+    loss=st.none() | st.builds(RetentionLoss, offsets, offsets, offsets),
+)
+def test_the_commit_note_reads_back_what_was_written(
+    problem: str, loss: RetentionLoss | None
+) -> None:
+    # The workers' problems are their own sentences ("stopped at", "stalled at"), never one
+    # that starts like a loss line.
+    assume(not problem.startswith(LOSS_MARK))
+    assert read_commit_note(commit_note(problem, loss)) == (problem, loss)
+
+
+def test_metadata_of_workers_that_counted_no_loss_is_the_problem_alone() -> None:
+    assert read_commit_note("stopped at t[0] offset 5: too large") == (
+        "stopped at t[0] offset 5: too large",
+        None,
+    )
+
+
+def test_the_loss_is_what_the_workers_counted_plus_what_left_the_source_since() -> None:
+    counted = RetentionLoss(30, 100, 130)
+    # Nothing committed yet: nothing can have been lost.
+    assert PartitionProgress("t", 0, start=50, end=80, committed=None).loss is None
+    # A stopped mirror: the source's retention passed its committed offset.
+    assert PartitionProgress("t", 0, start=130, end=150, committed=100).loss == counted
+    # The worker counted it and went on: the same loss, not twice.
+    assert (
+        PartitionProgress("t", 0, start=130, end=150, committed=100, counted_loss=counted).loss
+        == counted
+    )
+    assert (
+        PartitionProgress("t", 0, start=130, end=150, committed=150, counted_loss=counted).loss
+        == counted
+    )
+    # Stopped again and more left: both.
+    assert PartitionProgress(
+        "t", 0, start=170, end=180, committed=150, counted_loss=counted
+    ).loss == RetentionLoss(50, 150, 170)
+
+
+def test_a_loss_makes_the_mirror_degraded_with_what_to_do() -> None:
+    progress = [
+        PartitionProgress("orders", 0, start=130, end=150, committed=100),
+        PartitionProgress("payments", 0, start=0, end=900, committed=100),
+    ]
+    plan = TopicPlan({"orders": "orders.A", "payments": "payments.A"}, [])
+    status = status_from(plan, progress)
+    # The topic that lost records comes first, though the other lags more.
+    assert [(t.name, t.lost_to_retention, t.lag) for t in status.topics] == [
+        ("orders", 30, 20),
+        ("payments", 0, 800),
+    ]
+    assert status.total_lost_to_retention == 30
+    degraded = next(c for c in status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", "RecordsLostToRetention")
+    assert degraded.message == (
+        "30 records left the source before they were mirrored (orders (30)): the mirror fell "
+        "behind the source's retention. Raise the source topics' retention.ms above the "
+        "longest time the mirror may be stopped or behind, or scale the mirror up "
+        "(spec.replicas) so that it keeps up; the records lost are on neither cluster"
+    )
