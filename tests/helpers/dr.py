@@ -193,3 +193,12 @@ def request_operation(
         return
     verb = op["type"].lower()
     run_cli(kubeconfig, verb, name, "--namespace", namespace, "--id", op["id"], "--timeout", "0")
+
+
+def workers_stopped(api: client.ApiClient, namespace: str, mirror_name: str) -> bool:
+    """The Deployment's status counts no pod: the local kubelet reports it once its processes
+    have exited (its pod list empties before, while they still stop)."""
+    deployment = client.AppsV1Api(api).read_namespaced_deployment(
+        f"{mirror_name}-worker", namespace
+    )
+    return deployment.spec.replicas == 0 and not (deployment.status.replicas or 0)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -29,6 +30,7 @@ from tests.helpers.dr import (
     restart_operator_during,
     start_scenario,
     values,
+    workers_stopped,
 )
 from tests.helpers.failover import newest_checkpoints
 from tests.helpers.kafka import produce
@@ -61,15 +63,20 @@ def test_a_failover_after_a_is_lost_commits_offsets_and_reports_the_records_lost
 
     # The mirror falls behind (its workers stop), A takes 120 more records, then A is lost.
     patch_spec(kube_api, namespace, "a-to-b", {"paused": True})
-    wait_for(lambda: not kubelet.pods_of("a-to-b-worker"), 60, "the workers to stop")
+    wait_for(lambda: workers_stopped(kube_api, namespace, "a-to-b"), 60, "the workers to stop")
     produce(kafka_a.bootstrap_servers, topic, values(topic, 300, 120))
 
-    def behind() -> bool:
-        status = status_of(kube_api, namespace, "a-to-b")
-        topics = status.get("topics") or [{}]
-        return status.get("totalLag") == 120 and topics[0].get("latencySeconds") is not None
+    seen: dict[str, Any] = {}
 
-    wait_for(behind, 60, "the status to show the 120 records and their age")
+    def behind() -> bool:
+        seen.update(status_of(kube_api, namespace, "a-to-b"))
+        topics = seen.get("topics") or [{}]
+        return seen.get("totalLag") == 120 and topics[0].get("latencySeconds") is not None
+
+    try:
+        wait_for(behind, 60, "the status to show the 120 records and their age")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the status: {seen}") from None
     kafka_a.stop()
     try:
         failover = {"type": "Failover", "id": "region-a-lost"}

@@ -33,6 +33,7 @@ from tests.helpers.dr import (
     run_cli,
     start_scenario,
     values,
+    workers_stopped,
 )
 from tests.helpers.kafka import admin_for, create_topics, produce
 from tests.helpers.objects import mirror, selection, status_of
@@ -65,7 +66,7 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
 
     # The mirror falls behind by 50 records, then A is cut off: fail over, declaratively.
     patch_spec(kube_api, namespace, "a-to-b", {"paused": True})
-    wait_for(lambda: not kubelet.pods_of("a-to-b-worker"), 60, "the workers to stop")
+    wait_for(lambda: workers_stopped(kube_api, namespace, "a-to-b"), 60, "the workers to stop")
     produce(kafka_a.bootstrap_servers, t, values(t, 400, 50))
     wait_for(lambda: status_of(kube_api, namespace, "a-to-b").get("totalLag") == 50, 60, "lag 50")
     kafka_a.stop()
