@@ -8,7 +8,7 @@ The mirroring is judged by `kafka_mirror.smoke`, the check `dev/kind/e2e.sh` run
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from kubernetes import client
 from kafka_mirror import smoke
 from kafka_mirror.demo import example_objects
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
-from kafka_mirror.devstack.node import GATEWAY, KubeNode
+from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
 from kafka_mirror.render import (
     CONFIG_CHECKSUM_ANNOTATION,
@@ -40,28 +40,6 @@ MIRROR = "a-to-b"  # the example's name
 LOGIN = "source-login"
 WORKERS = label_selector(MIRROR)
 OPERATOR = f"app.kubernetes.io/instance={RELEASE}"
-
-
-def _cluster(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """A Kafka cluster listening on (and advertising) the node's bridge address."""
-    cluster = KafkaCluster(name, tmp_path_factory.mktemp(f"kafka-{name}"), host=GATEWAY)
-    cluster.start()
-    yield cluster
-    cluster.remove()
-
-
-@pytest.fixture(scope="module")
-def kafka_a_on_node(
-    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KafkaCluster]:
-    yield from _cluster("A", tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def kafka_b_on_node(
-    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KafkaCluster]:
-    yield from _cluster("B", tmp_path_factory)
 
 
 def _examples(a: KafkaCluster, b: KafkaCluster, namespace: str) -> list[dict[str, Any]]:
@@ -159,15 +137,15 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
     kube_node: KubeNode,
     node_api: client.ApiClient,
     node_namespace: str,
-    kafka_a_on_node: KafkaCluster,
-    kafka_b_on_node: KafkaCluster,
+    node_kafka_a: KafkaCluster,
+    node_kafka_b: KafkaCluster,
     helm: Path,
     kubectl: Path,
     tmp_path: Path,
 ) -> None:
     namespace, cluster = node_namespace, Cluster(node_api, node_namespace)
     kc = Kubectl(kubectl, kube_node.kubeconfig, namespace)
-    a, b = kafka_a_on_node, kafka_b_on_node
+    a, b = node_kafka_a, node_kafka_b
     repository, tag = kube_node.image.rsplit(":", 1)
     out = io.StringIO()
     try:
