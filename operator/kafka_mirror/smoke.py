@@ -1,9 +1,9 @@
 """The end-to-end check a user would make after installing: traffic on A arrives on B.
 
 Shared by the demo, the docker-free chart e2e test, the e2e test on the real node and the kind
-e2e (which runs it in-cluster as `kafka-mirror smoke`), so all of them prove the same thing: the example mirror and selection
-are Ready with the selected topics active and no lag, every selected record is on B under its
-remote name, and the topics the selection leaves out are not.
+e2e (which runs it in-cluster as `kafka-mirror smoke`), so all of them prove the same thing: the
+example mirror and selection are Ready with the selected topics active and no lag, every
+selected record is on B under its remote name, and the topics the selection leaves out are not.
 """
 
 from __future__ import annotations
