@@ -118,9 +118,9 @@ class Cluster:
         return "\n".join(lines)
 
 
-def _check_worker_pod(pod: Any, image: str) -> None:
-    """A worker pod as the operator rendered it: our image, non-root, read-only root, no
-    capabilities, both probes."""
+def _check_security(pod: Any, image: str) -> None:
+    """A pod as the operator rendered it: our image, non-root, a read-only root filesystem, no
+    capabilities, and no restart."""
     assert pod.spec.security_context.run_as_user == IMAGE_USER
     assert pod.spec.security_context.run_as_non_root
     (container,) = pod.spec.containers
@@ -128,8 +128,7 @@ def _check_worker_pod(pod: Any, image: str) -> None:
     assert container.security_context.read_only_root_filesystem
     assert not container.security_context.allow_privilege_escalation
     assert container.security_context.capabilities.drop == ["ALL"]
-    assert container.liveness_probe.http_get and container.readiness_probe.http_get
-    assert not pod.spec.automount_service_account_token
+    assert [c.restart_count for c in pod.status.container_statuses] == [0]
 
 
 @pytest.mark.timeout(1800)
@@ -170,7 +169,10 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
         clusters = smoke.Clusters(a.bootstrap_servers, b.bootstrap_servers)
         assert smoke.run(node_api, namespace, MIRROR, clusters, out, timeout=300), out.getvalue()
         (worker,) = cluster.pods(WORKERS)
-        _check_worker_pod(worker, kube_node.image)
+        _check_security(worker, kube_node.image)
+        (container,) = worker.spec.containers
+        assert container.liveness_probe.http_get and container.readiness_probe.http_get
+        assert not worker.spec.automount_service_account_token
         assert cluster.ready(WORKERS) == [worker.metadata.name]
         remote = {topic: f"{topic}.A" for topic in smoke.SELECTED}
         report = check_content(a.bootstrap_servers, b.bootstrap_servers, remote)
@@ -186,7 +188,8 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
             "the operator's Deployment recreating its pod",
         )
         wait_for(lambda: len(cluster.ready(WORKERS)) == 2, 180, "two worker pods Ready")
-        assert len(cluster.pods(WORKERS)) == 2
+        for pod in cluster.pods(WORKERS):
+            _check_security(pod, kube_node.image)
         assert smoke.wait_until_mirrored(node_api, namespace, MIRROR, out, 120), out.getvalue()
 
         # A rotated Secret rolls the pods (its resourceVersion is in the pods' checksum).
@@ -226,6 +229,12 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
         assert audit["result"] == "Passed", audit
         assert audit["recordsChecked"] >= 2 * smoke.SAMPLE_RECORDS
         assert audit["missing"] == audit["duplicates"] == 0
+        audits = cluster.pods(f"{MIRROR_LABEL}={MIRROR},app.kubernetes.io/component=audit")
+        # The next minute's run may be under way already.
+        done = [p for p in audits if p.status.phase == "Succeeded"]
+        assert done and not [p for p in audits if p.status.phase == "Failed"], audits
+        for pod in done:
+            _check_security(pod, kube_node.image)
 
         # Deleting the mirror: the garbage collector takes all it owned.
         kc("delete", f"kafkamirror/{MIRROR}", "--wait=true", timeout=120)
