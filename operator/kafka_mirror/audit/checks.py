@@ -260,11 +260,19 @@ def _check_offset_syncs(
         inputs.target_alias,
         "source" if inputs.offset_syncs_on_source else "target",
     )
-    syncs = [
-        s
-        for s in _internal(spark, options, topic, OffsetSync.decode)
-        if (s.topic, s.partition) in remote_of
-    ]
+    # The syncs are read after the target records: one pointing past the last record read of
+    # its partition names a record written since, which this run cannot judge.
+    read_up_to = {
+        (row["remote"], row["target_partition"]): row["last"]
+        for row in target.groupBy("remote", "target_partition")
+        .agg(F.max("target_offset").alias("last"))
+        .collect()
+    }
+    syncs = []
+    for s in _internal(spark, options, topic, OffsetSync.decode):
+        remote = remote_of.get((s.topic, s.partition))
+        if remote is not None and s.downstream_offset <= read_up_to.get((remote, s.partition), -1):
+            syncs.append(s)
     log.info("offset syncs: %d to check", len(syncs))
     if not syncs:
         return [], 0
