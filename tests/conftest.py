@@ -22,7 +22,7 @@ from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
-from kafka_mirror.devstack.node import KubeNode
+from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.devstack.prerequisites import unavailable_reason
 from kafka_mirror.kube import api_client, install_crds
@@ -32,10 +32,14 @@ from tests.helpers.worker import StartWorker, WorkerProcess
 
 
 def _cluster(
-    alias: str, tmp_path_factory: pytest.TempPathFactory, brokers: int = 1, authorizer: bool = False
+    alias: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    brokers: int = 1,
+    authorizer: bool = False,
+    host: str = "127.0.0.1",
 ) -> Iterator[KafkaCluster]:
     workdir = tmp_path_factory.mktemp(f"kafka-{alias}")
-    cluster = KafkaCluster(alias, workdir, brokers=brokers, authorizer=authorizer)
+    cluster = KafkaCluster(alias, workdir, brokers=brokers, authorizer=authorizer, host=host)
     cluster.start()
     yield cluster
     cluster.remove()
@@ -228,6 +232,23 @@ def node_api(kube_node: KubeNode) -> Iterator[client.ApiClient]:
     api = api_client(kube_node.kubeconfig)
     yield api
     api.close()
+
+
+@pytest.fixture(scope="session")
+def node_kafka_a(
+    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
+    """Kafka cluster A listening on (and advertising) the node's bridge address, which pods
+    reach."""
+    yield from _cluster("A", tmp_path_factory, host=GATEWAY)
+
+
+@pytest.fixture(scope="session")
+def node_kafka_b(
+    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
+    """Kafka cluster B on the node's bridge address."""
+    yield from _cluster("B", tmp_path_factory, host=GATEWAY)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -213,17 +213,6 @@ def test_a_cronjob_fires_a_job_that_completes(
     assert job.startswith("every-minute-")
 
 
-@pytest.fixture(scope="module")
-def kafka_on_node(
-    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KafkaCluster]:
-    """A Kafka cluster listening on (and advertising) the node's bridge address."""
-    cluster = KafkaCluster("N", tmp_path_factory.mktemp("kafka-node"), host=GATEWAY)
-    cluster.start()
-    yield cluster
-    cluster.remove()
-
-
 _PRODUCE = """
 import sys
 from confluent_kafka import Producer
@@ -239,18 +228,18 @@ def test_a_pod_reaches_kafka_on_the_bridge_address(
     kube_node: KubeNode,
     node_api: client.ApiClient,
     node_namespace: str,
-    kafka_on_node: KafkaCluster,
+    node_kafka_a: KafkaCluster,
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": kafka_on_node.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": node_kafka_a.bootstrap_servers})
     admin.create_topics([NewTopic("from-pod", 1, 1)])["from-pod"].result(30)
     pod = _rendered_pod(kube_node, node_namespace)
-    command = ["python3", "-c", _PRODUCE, kafka_on_node.bootstrap_servers]
+    command = ["python3", "-c", _PRODUCE, node_kafka_a.bootstrap_servers]
     logs = _run_pod(node_api, node_namespace, _with_command(pod, ("produce", command)))
     assert "produced 10" in logs["produce"]
 
     consumer = Consumer(
         {
-            "bootstrap.servers": kafka_on_node.bootstrap_servers,
+            "bootstrap.servers": node_kafka_a.bootstrap_servers,
             "group.id": "check",
             "auto.offset.reset": "earliest",
         }

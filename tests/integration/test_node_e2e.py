@@ -8,7 +8,7 @@ The mirroring is judged by `kafka_mirror.smoke`, the check `dev/kind/e2e.sh` run
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from kubernetes import client
 from kafka_mirror import smoke
 from kafka_mirror.demo import example_objects
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
-from kafka_mirror.devstack.node import GATEWAY, KubeNode
+from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
 from kafka_mirror.render import (
     CONFIG_CHECKSUM_ANNOTATION,
@@ -40,28 +40,6 @@ MIRROR = "a-to-b"  # the example's name
 LOGIN = "source-login"
 WORKERS = label_selector(MIRROR)
 OPERATOR = f"app.kubernetes.io/instance={RELEASE}"
-
-
-def _cluster(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """A Kafka cluster listening on (and advertising) the node's bridge address."""
-    cluster = KafkaCluster(name, tmp_path_factory.mktemp(f"kafka-{name}"), host=GATEWAY)
-    cluster.start()
-    yield cluster
-    cluster.remove()
-
-
-@pytest.fixture(scope="module")
-def kafka_a_on_node(
-    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KafkaCluster]:
-    yield from _cluster("A", tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def kafka_b_on_node(
-    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KafkaCluster]:
-    yield from _cluster("B", tmp_path_factory)
 
 
 def _examples(a: KafkaCluster, b: KafkaCluster, namespace: str) -> list[dict[str, Any]]:
@@ -140,9 +118,9 @@ class Cluster:
         return "\n".join(lines)
 
 
-def _check_worker_pod(pod: Any, image: str) -> None:
-    """A worker pod as the operator rendered it: our image, non-root, read-only root, no
-    capabilities, both probes."""
+def _check_security(pod: Any, image: str) -> None:
+    """A pod as the operator rendered it: our image, non-root, a read-only root filesystem, no
+    capabilities, and no restart."""
     assert pod.spec.security_context.run_as_user == IMAGE_USER
     assert pod.spec.security_context.run_as_non_root
     (container,) = pod.spec.containers
@@ -150,8 +128,7 @@ def _check_worker_pod(pod: Any, image: str) -> None:
     assert container.security_context.read_only_root_filesystem
     assert not container.security_context.allow_privilege_escalation
     assert container.security_context.capabilities.drop == ["ALL"]
-    assert container.liveness_probe.http_get and container.readiness_probe.http_get
-    assert not pod.spec.automount_service_account_token
+    assert [c.restart_count for c in pod.status.container_statuses] == [0]
 
 
 @pytest.mark.timeout(1800)
@@ -159,15 +136,15 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
     kube_node: KubeNode,
     node_api: client.ApiClient,
     node_namespace: str,
-    kafka_a_on_node: KafkaCluster,
-    kafka_b_on_node: KafkaCluster,
+    node_kafka_a: KafkaCluster,
+    node_kafka_b: KafkaCluster,
     helm: Path,
     kubectl: Path,
     tmp_path: Path,
 ) -> None:
     namespace, cluster = node_namespace, Cluster(node_api, node_namespace)
     kc = Kubectl(kubectl, kube_node.kubeconfig, namespace)
-    a, b = kafka_a_on_node, kafka_b_on_node
+    a, b = node_kafka_a, node_kafka_b
     repository, tag = kube_node.image.rsplit(":", 1)
     out = io.StringIO()
     try:
@@ -192,7 +169,10 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
         clusters = smoke.Clusters(a.bootstrap_servers, b.bootstrap_servers)
         assert smoke.run(node_api, namespace, MIRROR, clusters, out, timeout=300), out.getvalue()
         (worker,) = cluster.pods(WORKERS)
-        _check_worker_pod(worker, kube_node.image)
+        _check_security(worker, kube_node.image)
+        (container,) = worker.spec.containers
+        assert container.liveness_probe.http_get and container.readiness_probe.http_get
+        assert not worker.spec.automount_service_account_token
         assert cluster.ready(WORKERS) == [worker.metadata.name]
         remote = {topic: f"{topic}.A" for topic in smoke.SELECTED}
         report = check_content(a.bootstrap_servers, b.bootstrap_servers, remote)
@@ -208,7 +188,8 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
             "the operator's Deployment recreating its pod",
         )
         wait_for(lambda: len(cluster.ready(WORKERS)) == 2, 180, "two worker pods Ready")
-        assert len(cluster.pods(WORKERS)) == 2
+        for pod in cluster.pods(WORKERS):
+            _check_security(pod, kube_node.image)
         assert smoke.wait_until_mirrored(node_api, namespace, MIRROR, out, 120), out.getvalue()
 
         # A rotated Secret rolls the pods (its resourceVersion is in the pods' checksum).
@@ -248,6 +229,18 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
         assert audit["result"] == "Passed", audit
         assert audit["recordsChecked"] >= 2 * smoke.SAMPLE_RECORDS
         assert audit["missing"] == audit["duplicates"] == 0
+        # Its pod ends after writing the status; the next minute's run may be under way
+        # already; none failed, though they ran while the traffic flowed.
+        selector = f"{MIRROR_LABEL}={MIRROR},app.kubernetes.io/component=audit"
+
+        def finished() -> list[Any]:
+            return [p for p in cluster.pods(selector) if p.status.phase == "Succeeded"]
+
+        wait_for(lambda: bool(finished()), 60, "the audit's pod Succeeded")
+        done, audits = finished(), cluster.pods(selector)
+        assert not [p for p in audits if p.status.phase == "Failed"], audits
+        for pod in done:
+            _check_security(pod, kube_node.image)
 
         # Deleting the mirror: the garbage collector takes all it owned.
         kc("delete", f"kafkamirror/{MIRROR}", "--wait=true", timeout=120)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -57,11 +57,13 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        # In-cluster service account, else $KUBECONFIG (a custom registry has no default login),
-        # through the client library: in a pod it finds the API server at
-        # $KUBERNETES_SERVICE_HOST like our own API client; kopf's own service-account login
-        # names https://kubernetes.default.svc, which needs the cluster's DNS.
-        return kopf.login_via_client(**kwargs)
+        # In-cluster service account, else $KUBECONFIG (a custom registry has no default login).
+        in_cluster = kopf.login_with_service_account(**kwargs)
+        if in_cluster is None:
+            return kopf.login_with_kubeconfig(**kwargs)
+        # kopf names the API server https://kubernetes.default.svc, which needs the cluster's
+        # DNS; our API client found it at $KUBERNETES_SERVICE_HOST, as client-go does.
+        return replace(in_cluster, server=api.configuration.host)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
