@@ -78,7 +78,15 @@ class SparkStandalone:
                 self.master_url,
             ],
         )
-        worker.wait_until(lambda: self.state().get("aliveworkers") == 1, timeout, "registered")
+        worker.wait_until(lambda: self.alive_workers() == 1, timeout, "registered")
+
+    def alive_workers(self) -> int:
+        try:
+            return int(self.state().get("aliveworkers", 0))
+        except (OSError, ValueError):
+            # The master's UI listens before its pages are attached (a 404 meanwhile: seen on a
+            # cold start under load).
+            return 0
 
     def executor_logs(self) -> list[Path]:
         return sorted(self.work_dir.glob("app-*/*/stderr"))
