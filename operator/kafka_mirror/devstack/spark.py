@@ -56,6 +56,13 @@ class SparkStandalone:
             return dict(json.load(response))
 
     def start(self, timeout: float = 60.0) -> None:
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()  # a start that failed leaves no JVM behind
+            raise
+
+    def _start(self, timeout: float) -> None:
         master = self._process(
             "spark-master",
             [
