@@ -50,16 +50,16 @@ def produce_perf(
             *(("linger.ms=10", "batch.size=262144") if rate < 0 else ("linger.ms=0",)),
         ),
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
 
 
 def perf_rate(process: subprocess.Popen[str]) -> float:
     """Records/s from the last summary line of Kafka's ProducerPerformance."""
-    output, _ = process.communicate()
+    output, errors = process.communicate()
     if process.returncode:
-        raise RuntimeError(f"ProducerPerformance failed:\n{output}")
+        raise RuntimeError(f"ProducerPerformance failed:\n{output}\n{errors[-3000:]}")
     rates = re.findall(r"([\d.]+) records/sec", output)
     return float(rates[-1])
 
