@@ -304,7 +304,7 @@ class FakeMirrors:
 
 
 def failed_over(replicas: int = 0) -> Forward:
-    forward = spec({"type": "Failover", "id": "a-lost"}, paused=True)
+    forward = spec({"type": "Failover", "id": "a-lost"})
     record = OperationStatus(id="a-lost", type="Failover", phase="Completed")
     return Forward(forward, KafkaMirrorStatus(operation=record, replicas=replicas))
 
