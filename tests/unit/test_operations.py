@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.operations import OperationStatus, ResumedBy
-from kafka_mirror.controller import operations
-from kafka_mirror.controller.operations import Access, advance, pending_checkpoints, rpo_of
+from kafka_mirror.controller import operations, rpo
+from kafka_mirror.controller.operations import Access, advance, pending_checkpoints
 from kafka_mirror.controller.resume import Forward, resume_forward
+from kafka_mirror.controller.rpo import rpo_of
 from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
@@ -104,6 +105,34 @@ def test_the_rpo_is_the_lag_and_age_the_status_last_saw() -> None:
     assert [(t.name, t.records, t.seconds) for t in rpo.topics] == [("t", 120, 7.25)]
     nothing = rpo_of(status(lag=0))
     assert (nothing.total_records, nothing.max_seconds, nothing.topics) == (0, 0.0, [])
+
+
+@pytest.mark.parametrize(
+    ("copied", "expected"),
+    [
+        (350, (70, True)),  # 70 of the 420 the source held when last read are not on B
+        (500, (0, True)),  # B has copies of records the source took after it was last read
+        (None, (120, False)),  # nothing to tell on B: the lag last seen, no bound
+    ],
+)
+def test_the_rpo_checked_on_the_target_counts_what_the_source_held_and_b_lacks(
+    monkeypatch: pytest.MonkeyPatch, copied: int | None, expected: tuple[int, bool]
+) -> None:
+    seen = status(lag=120)
+    seen.topics[0].source_end = 420
+    asked: list[tuple[str, str]] = []
+
+    def copied_ends(_settings: Any, remote: str, alias: str) -> int | None:
+        asked.append((remote, alias))
+        return copied
+
+    monkeypatch.setattr(rpo, "copied_ends", copied_ends)
+    found = rpo.rpo_on_target(seen, {"bootstrap.servers": "b:9092"}, "A")
+    assert (found.total_records, found.lower_bound) == expected and asked == [("t.A", "A")]
+    assert [t.records for t in found.topics] == ([expected[0]] if expected[0] else [])
+    seen.total_lag = 125  # 5 more on topics beyond the listed ones: counted, no bound
+    beyond = rpo.rpo_on_target(seen, {"bootstrap.servers": "b:9092"}, "A")
+    assert (beyond.total_records, beyond.lower_bound) == (expected[0] + 5, False)
 
 
 def test_pending_checkpoints_names_groups_whose_checkpoint_lags_their_source_offset() -> None:

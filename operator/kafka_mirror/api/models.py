@@ -401,6 +401,11 @@ class TopicStatus(StatusModel):
     remote_name: str
     lag: int = 0
     latency_seconds: float | None = None
+    source_end: int | None = Field(
+        default=None,
+        description="The source partitions' end offsets, summed, when last read: what a "
+        "failover's RPO counts the copies on the target against.",
+    )
     lost_to_retention: int = Field(
         default=0,
         description="Records that left the source (retention, DeleteRecords) before they were "

@@ -62,6 +62,14 @@ class Rpo(StatusModel):
 
     source_last_seen: datetime | None = None
     total_records: int = 0
+    lower_bound: bool = Field(
+        default=False,
+        description="True: `totalRecords` counts the records the source held when last read "
+        "(`sourceLastSeen`) that the target does not hold, checked on the target; the source may "
+        "have taken more after that moment, which only it knows, so the loss is at least this "
+        "and at most this plus what it took after `sourceLastSeen`. False: some lagging topic "
+        "could not be checked, and its lag when last read is counted.",
+    )
     max_seconds: float | None = None
     topics: list[TopicRpo] = Field(default_factory=list)
 

@@ -22,10 +22,10 @@ from kafka_mirror.api.operations import (
     OperationStatus,
     Phase,
     Rpo,
-    TopicRpo,
     record_of,
 )
 from kafka_mirror.controller.resume import Mirrors, resume_forward
+from kafka_mirror.controller.rpo import rpo_on_target
 from kafka_mirror.controller.status import Event, condition
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
 from kafka_mirror.kafka.groups import (
@@ -83,21 +83,6 @@ def running_spec(spec: KafkaMirrorSpec, status: OperationStatus | None) -> Kafka
     if stops_workers(spec, status):
         return spec.model_copy(update={"paused": True})
     return spec
-
-
-def rpo_of(status: KafkaMirrorStatus) -> Rpo:
-    """What was not mirrored when the source was last read, from the status's own figures."""
-    listed = [
-        TopicRpo(name=t.name, records=t.lag, seconds=t.latency_seconds if t.lag else 0.0)
-        for t in status.topics
-    ]
-    seconds = [t.seconds for t in listed if t.records and t.seconds is not None]
-    return Rpo(
-        source_last_seen=status.source_last_seen,
-        total_records=status.total_lag,
-        max_seconds=max(seconds) if seconds else (0.0 if not status.total_lag else None),
-        topics=[t for t in listed if t.records],
-    )
 
 
 def pending_checkpoints(
@@ -224,9 +209,11 @@ def _step(
     elif op.phase == "StoppingWorkers":
         if status.replicas:
             op.message = f"waiting for {status.replicas} workers to stop"
+        elif access.target is None:
+            op.message = "workers stopped; the target cannot be read to count the RPO"
         else:
+            op.rpo = rpo_on_target(status, access.target, config.source.alias)
             op.phase, op.message = "CommittingOffsets", "workers stopped"
-            op.rpo = rpo_of(status)
     elif op.phase == "CommittingOffsets" and access.target is not None:
         _commit(config, access, op)
         if requested.resume is None:
@@ -244,7 +231,8 @@ def _committed_summary(op: OperationStatus) -> str:
     skipped = f"; left alone (members on the target): {', '.join(op.skipped_groups)}"
     return (
         f"{op.committed_count} group offsets committed on the target; "
-        f"RPO {rpo.total_records} records"
+        f"RPO {'at least ' if rpo.lower_bound else ''}"
+        f"{rpo.total_records} records"
         + (f", {rpo.max_seconds} s" if rpo.max_seconds else "")
         + (skipped if op.skipped_groups else "")
     )
