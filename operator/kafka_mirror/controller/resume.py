@@ -97,7 +97,11 @@ def resume_forward(
 ) -> bool:
     """Move the forward mirror towards mirroring again; True once it does. `op.message` says
     what it waits for."""
-    forward = mirrors.read(forward_name)
+    try:
+        forward = mirrors.read(forward_name)
+    except (ValueError, ApiException) as error:  # its spec unusable, or the API server failing
+        op.message = f"{forward_name} cannot be read, trying again: {str(error)[:200]}"
+        return False
     if forward is None:
         op.message = f"no KafkaMirror {forward_name} here to start again: fix spec.operation.resume"
         return False
