@@ -6,7 +6,7 @@ completes once."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,71 +14,17 @@ from confluent_kafka import KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus, TopicStatus
-from kafka_mirror.api.operations import OperationStatus, ResumedBy
+from kafka_mirror.api.models import KafkaMirrorStatus, TopicStatus
+from kafka_mirror.api.operations import OperationStatus
 from kafka_mirror.controller import operations, rpo
 from kafka_mirror.controller.operations import Access, advance, pending_checkpoints
-from kafka_mirror.controller.resume import Forward, resume_forward
 from kafka_mirror.controller.rpo import rpo_of
 from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
+from kafka_mirror.worker.config import SelectionPatterns
+from tests.helpers.operations import ACCESS, CONFIG, NOW, spec, status
 
-NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 PHASES = ["CatchingUp", "StoppingWorkers", "CommittingOffsets", "Completed"]
-ACCESS = Access({"bootstrap.servers": "a:9092"}, {"bootstrap.servers": "b:9092"})
-
-
-def spec(operation: dict[str, str] | None = None, **extra: Any) -> KafkaMirrorSpec:
-    data: dict[str, Any] = {
-        "source": {"alias": "A", "bootstrapServers": "a:9092"},
-        "target": {"alias": "B", "bootstrapServers": "b:9092"},
-        **extra,
-    }
-    if operation is not None:
-        data["operation"] = operation
-    return KafkaMirrorSpec.model_validate(data)
-
-
-CONFIG = WorkerConfig.model_validate(
-    {
-        "mirror": "ns/m",
-        "source": {"alias": "A", "bootstrapServers": "a:9092"},
-        "target": {"alias": "B", "bootstrapServers": "b:9092"},
-    }
-)
-
-
-def status(lag: int = 0, replicas: int = 0, latency: float | None = 4.5) -> KafkaMirrorStatus:
-    topics = [TopicStatus(name="t", remote_name="t.A", lag=lag, latency_seconds=latency)]
-    return KafkaMirrorStatus(topics=topics, total_lag=lag, replicas=replicas, source_last_seen=NOW)
-
-
-@pytest.fixture
-def kafka(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Stands in for the Kafka calls: the checkpoints on B, the groups on A, the commits."""
-    state: dict[str, Any] = {"checkpoints": {}, "positions": {}, "fail": False, "commits": 0}
-
-    def maybe_fail() -> None:
-        if state["fail"]:
-            raise KafkaException("down")
-
-    def checkpoints(*_: Any) -> dict[Any, Any]:
-        maybe_fail()
-        return dict(state["checkpoints"])
-
-    def positions(*_: Any) -> dict[str, Any]:
-        maybe_fail()
-        return dict(state["positions"])
-
-    def commit(_config: Any, _access: Any, op: OperationStatus) -> None:
-        maybe_fail()
-        state["commits"] += 1
-
-    monkeypatch.setattr(operations, "newest_checkpoints", checkpoints)
-    monkeypatch.setattr(operations, "_source_positions", positions)
-    monkeypatch.setattr(operations, "_commit", commit)
-    return state
 
 
 def test_the_workers_stop_at_once_for_a_failover_and_after_the_catch_up_for_a_promote() -> None:
@@ -302,103 +248,3 @@ def test_only_the_mirrors_own_remote_topics_get_offsets() -> None:
     assert operations._selected_remote(config, "orders-eu.A")
     assert not operations._selected_remote(config, "payments.A")  # another mirror's
     assert not operations._selected_remote(config, "orders")  # not a remote name of A
-
-
-# --- Return: the reverse mirror's promote, then the forward mirror started again -------------
-
-REVERSE = WorkerConfig.model_validate(
-    {
-        "mirror": "ns/b-to-a",
-        "source": {"alias": "B", "bootstrapServers": "b:9092"},
-        "target": {"alias": "A", "bootstrapServers": "a:9092"},
-    }
-)
-
-
-class FakeMirrors:
-    """The namespace's mirrors, in memory: the forward mirror a-to-b and what is marked on it."""
-
-    def __init__(self, forward: Forward | None) -> None:
-        self.forward = forward
-
-    def read(self, name: str) -> Forward | None:
-        return self.forward if name == "a-to-b" else None
-
-    def mark_resumed(self, name: str, operation_id: str, resumed: ResumedBy) -> bool:
-        assert self.forward is not None and self.forward.status.operation is not None
-        if name != "a-to-b" or self.forward.status.operation.id != operation_id:
-            return False
-        self.forward.status.operation.resumed_by = resumed
-        return True
-
-
-def failed_over(replicas: int = 0) -> Forward:
-    forward = spec({"type": "Failover", "id": "a-lost"})
-    record = OperationStatus(id="a-lost", type="Failover", phase="Completed")
-    return Forward(forward, KafkaMirrorStatus(operation=record, replicas=replicas))
-
-
-def test_a_return_is_asked_with_the_mirror_it_resumes_and_only_then() -> None:
-    assert spec({"type": "Return", "id": "r", "resume": "a-to-b"}).operation is not None
-    for wrong in ({"type": "Return", "id": "r"}, {"type": "Promote", "id": "p", "resume": "x"}):
-        with pytest.raises(ValueError, match="resume names the mirror"):
-            spec(wrong)
-
-
-def test_a_return_promotes_then_starts_the_forward_mirror_again(kafka: dict[str, Any]) -> None:
-    requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
-    forward = failed_over()
-    mirrors = FakeMirrors(forward)
-    access = replace(ACCESS, mirrors=mirrors)
-    assert operations.stops_workers(forward.spec, forward.status.operation)
-    op, _ = advance(requested, None, status(replicas=1), REVERSE, {"t": "t.B"}, access, NOW)
-    phases = []
-    for seen in (status(replicas=1), status(), status()):
-        op, _ = advance(requested, op, seen, REVERSE, {"t": "t.B"}, access, NOW)
-        assert op is not None
-        phases.append(op.phase)
-    assert phases == ["StoppingWorkers", "CommittingOffsets", "ResumingMirror"]
-    assert kafka["commits"] == 1
-    # It marks the forward mirror's failover resumed, which then stops no worker.
-    op, events = advance(requested, op, status(), REVERSE, None, access, NOW)
-    assert op is not None and op.phase == "ResumingMirror" and "starting a-to-b" in op.message
-    assert [e.reason for e in events] == ["ResumingMirror"]
-    by = forward.status.operation.resumed_by if forward.status.operation else None
-    assert by is not None and (by.mirror, by.id) == ("b-to-a", "back")
-    assert not operations.stops_workers(forward.spec, forward.status.operation)
-    # Done once the forward mirror's status counts its workers (a refresh that saw the mark).
-    op, _ = advance(requested, op, status(), REVERSE, None, access, NOW)
-    assert op is not None and op.phase == "ResumingMirror" and "paused" not in op.message
-    mirrors.forward = Forward(forward.spec, forward.status.model_copy(update={"replicas": 1}))
-    op, events = advance(requested, op, status(), REVERSE, None, access, NOW)
-    assert op is not None and op.phase == "Completed" and events[0].reason == "Returned"
-    assert "mirrors A→B again" in op.message and kafka["commits"] == 1
-    # The forward mirror is Ready on its own figures again; OperationDone says who resumed it.
-    seen = status()
-    seen.operation = mirrors.forward.status.operation
-    operations.with_operation(seen, forward.spec, KafkaMirrorStatus(), NOW)
-    done = {c.type: c for c in seen.conditions}
-    assert "Ready" not in done and done["OperationDone"].reason == "Resumed"
-    assert "b-to-a's Return back" in done["OperationDone"].message
-
-
-@pytest.mark.parametrize(
-    ("forward", "says"),
-    [
-        (None, "no KafkaMirror a-to-b"),
-        (Forward(spec(), KafkaMirrorStatus()), "waiting for the workers of a-to-b"),
-        (
-            Forward(spec({"type": "Failover", "id": "new"}), failed_over().status),
-            "waiting for a-to-b's Failover new",
-        ),
-    ],
-)
-def test_a_return_resumes_nothing_it_should_not(forward: Forward | None, says: str) -> None:
-    op = OperationStatus(id="back", type="Return", phase="ResumingMirror")
-    assert not resume_forward(op, "b-to-a", REVERSE, "a-to-b", FakeMirrors(forward), NOW)
-    assert says in op.message
-    if forward is not None and forward.status.operation is not None:
-        assert forward.status.operation.resumed_by is None  # another id's record is not marked
-    wrong_way = Forward(spec(), KafkaMirrorStatus(replicas=1))
-    assert not resume_forward(op, "b-to-a", CONFIG, "a-to-b", FakeMirrors(wrong_way), NOW)
-    assert "mirrors A→B, not B→A" in op.message
