@@ -231,7 +231,8 @@ def _committed_summary(op: OperationStatus) -> str:
     skipped = f"; left alone (members on the target): {', '.join(op.skipped_groups)}"
     return (
         f"{op.committed_count} group offsets committed on the target; "
-        f"RPO {'at least ' if rpo.lower_bound else ''}"
+        # A promote's source is there to read what it took after the catch-up: no bound.
+        f"RPO {'at least ' if rpo.lower_bound and op.type == 'Failover' else ''}"
         f"{rpo.total_records} records"
         + (f", {rpo.max_seconds} s" if rpo.max_seconds else "")
         + (skipped if op.skipped_groups else "")
