@@ -7,6 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafka_mirror.api.models import KafkaMirrorStatus
 from kafka_mirror.api.operations import OperationStatus, ResumedBy
@@ -122,3 +124,50 @@ def test_a_return_waits_while_the_mirror_it_resumes_cannot_be_read() -> None:
     op = OperationStatus(id="back", type="Return", phase="ResumingMirror")
     assert not resume_forward(op, "b-to-a", REVERSE, "a-to-b", Unreadable(None), NOW)
     assert "a-to-b cannot be read, trying again: spec.replicas" in op.message
+
+
+RETURN_PHASES = [
+    "CatchingUp",
+    "StoppingWorkers",
+    "CommittingOffsets",
+    "ResumingMirror",
+    "Completed",
+]
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=30),
+)
+def test_a_return_only_moves_forward_and_completes_once_the_forward_mirror_runs(
+    refreshes: list[tuple[bool, bool, bool]],
+) -> None:
+    """Against a small model of the forward mirror: its own refresh renders workers once its
+    record carries the mark; a refresh of it that began before the mark may write its status
+    back without it (until one has counted workers); the Return's status patches may be lost."""
+    requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
+    forward = failed_over()
+    mirrors = FakeMirrors(forward)
+    access = replace(ACCESS, mirrors=mirrors)
+    stored: OperationStatus | None = None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(operations, "_commit", lambda *_: None)
+        patch.setattr(operations, "newest_checkpoints", lambda *_: {})
+        patch.setattr(operations, "_source_positions", lambda *_: {})
+        for forward_refresh, stale_write, patch_lost in refreshes:
+            result, _ = advance(requested, stored, status(), REVERSE, {"t": "t.B"}, access, NOW)
+            assert result is not None
+            before = RETURN_PHASES.index(stored.phase) if stored is not None else -1
+            assert before <= RETURN_PHASES.index(result.phase) <= before + 1 or stored is None
+            record = forward.status.operation
+            assert record is not None
+            if result.phase == "Completed":  # only once the forward mirror runs
+                assert record.resumed_by is not None and forward.status.replicas
+            if stale_write and not forward.status.replicas:
+                record.resumed_by = None
+            elif forward_refresh:
+                running = not operations.stops_workers(forward.spec, record)
+                forward.status.replicas = 1 if running else 0
+            if not patch_lost:
+                stored = result
+    if stored is not None and stored.phase == "Completed":
+        assert not operations.stops_workers(forward.spec, forward.status.operation)
