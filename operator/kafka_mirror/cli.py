@@ -141,11 +141,14 @@ def _operation(args: argparse.Namespace) -> None:
     from kafka_mirror.api.models import GROUP, VERSION
     from kafka_mirror.kube import api_client
 
-    kind = {"promote": "Promote", "failover": "Failover"}[args.command]
+    kind = {"promote": "Promote", "failover": "Failover", "return": "Return"}[args.command]
     operation_id = args.id or f"{args.command}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    requested = {"type": kind, "id": operation_id}
+    if kind == "Return":
+        requested["resume"] = args.resume
     with api_client(Path(args.kubeconfig) if args.kubeconfig else None) as api:
         objects = client.CustomObjectsApi(api)
-        patch = {"spec": {"operation": {"type": kind, "id": operation_id}}}
+        patch = {"spec": {"operation": requested}}
         objects.patch_namespaced_custom_object(
             GROUP, VERSION, args.namespace, "kafkamirrors", args.mirror, patch
         )
@@ -299,11 +302,18 @@ def parser() -> argparse.ArgumentParser:
     for verb, summary in (
         ("promote", "planned: mirror to lag 0, final checkpoints, commit offsets on the target"),
         ("failover", "unplanned: stop, commit offsets from the checkpoints on the target, RPO"),
+        ("return", "end a fail back: promote this reverse mirror, then start --resume again"),
     ):
         operation = commands.add_parser(verb, help=f"{summary} (sets spec.operation)")
         operation.add_argument("mirror", help="the KafkaMirror")
         operation.add_argument("--namespace", required=True, help="namespace of the mirror")
         operation.add_argument("--id", help="the operation's id (default: the verb and the time)")
+        if verb == "return":
+            operation.add_argument(
+                "--resume",
+                required=True,
+                help="the mirror to start again, which mirrors the opposite way (say a-to-b)",
+            )
         operation.add_argument(
             "--timeout",
             type=float,

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
@@ -202,3 +203,51 @@ def workers_stopped(api: client.ApiClient, namespace: str, mirror_name: str) -> 
         f"{mirror_name}-worker", namespace
     )
     return deployment.spec.replicas == 0 and not (deployment.status.replicas or 0)
+
+
+class AckedProducer(threading.Thread):
+    """An application's producer under load: writes `topic` as fast as it can until stopped
+    and keeps, for each record the cluster acknowledged, when the acknowledgement arrived (wall
+    clock)."""
+
+    def __init__(self, cluster: KafkaCluster, topic: str, first: int) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.next = topic, first
+        self.producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "acks": "all",
+                "linger.ms": 5,
+                "queue.buffering.max.messages": 20_000,  # BufferError: poll, then go on
+                "message.timeout.ms": 10_000,  # records A never took fail, not linger
+            }
+        )
+        self.acked: dict[bytes, float] = {}
+        self.stopping = threading.Event()
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.acked[message.value() or b""] = time.time()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            record = values(self.topic, self.next, 1)[0]
+            try:
+                self.producer.produce(
+                    self.topic,
+                    value=record.value,
+                    key=record.key,
+                    partition=record.partition or 0,
+                    on_delivery=self._delivered,
+                )
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            self.producer.poll(0)
+            self.next += 1
+
+    def stop(self) -> None:
+        """Stop writing; wait for every acknowledgement or failure of what was sent."""
+        self.stopping.set()
+        self.join(30)
+        self.producer.flush(30)

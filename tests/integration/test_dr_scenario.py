@@ -5,14 +5,19 @@ worker pods as local processes, a real producer and a real consumer group.
 A producer writes `t` on A, the group reads it on A and commits mid-stream; A is cut off while
 the mirror is behind; fail over (declaratively); the group reads `t.A` on B from its committed
 offsets, the producer writes the local `t` on B and the group reads part of it; A returns; the
-reverse mirror B→A (`t` as `t.B`, never `t.A` back) catches up and is promoted (from the CLI),
-which commits the group's offsets on A for `t.B` and, by reverse checkpoints, for `t`; the group
-returns to A; mirroring A→B resumes, and the records A held but never mirrored reach B. Every
-record produced anywhere is read by the group at least once, and no cycle topic appears."""
+reverse mirror B→A (`t` as `t.B`, never `t.A` back) catches up and returns (one operation, from
+the CLI, the operator killed midway): it commits the group's offsets on A for `t.B` and, by
+reverse checkpoints, for `t`, stops, and starts A→B again, which brings the records A held but
+never mirrored to B; the group returns to A and reads on as A→B mirrors again. Every record
+produced anywhere is read by the group at least once (checked by content), and no cycle topic
+appears."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -21,7 +26,7 @@ from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.operator import OperatorProcess
-from kafka_mirror.kube import apply, delete
+from kafka_mirror.kube import apply
 from tests.helpers.dr import (
     MAX_LAG,
     PARTITIONS,
@@ -30,13 +35,12 @@ from tests.helpers.dr import (
     operation_of,
     patch_spec,
     remote_values,
-    run_cli,
     start_scenario,
     values,
     workers_stopped,
 )
 from tests.helpers.kafka import admin_for, create_topics, produce
-from tests.helpers.objects import mirror, selection, status_of
+from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
@@ -57,6 +61,7 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     namespace: str,
     operator: OperatorProcess,
     kubelet: LocalKubelet,
+    tmp_path: Path,
 ) -> None:
     scenario = start_scenario(kube_api, namespace, kafka_a, kafka_b)
     t, app = scenario.topic, scenario.app
@@ -78,6 +83,8 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
             lambda: operation_of(kube_api, namespace).get("phase") == "Completed", 120, "failover"
         )
         assert operation_of(kube_api, namespace)["rpo"]["totalRecords"] == 50
+        # Unpaused, a-to-b stays stopped: its failover keeps it so until it is returned to.
+        patch_spec(kube_api, namespace, "a-to-b", {"paused": False})
 
         # On B: the group reads t.A from its translated offsets; producers write the local t,
         # of which the group reads 100 before it commits and leaves.
@@ -94,26 +101,58 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     apply(kube_api, mirror("b-to-a", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
     apply(kube_api, selection("failback", namespace, "b-to-a", [t], (".*\\.A",)))
     assert len(remote_values(kafka_a, f"{t}.B", 150)) == 150
-    printed = run_cli(
-        kube_apiserver.kubeconfig,
-        *("promote", "b-to-a", "--namespace", namespace, "--id", "failback", "--timeout", "180"),
-    )
-    assert "Completed" in printed, printed
-    failback = operation_of(kube_api, namespace, "b-to-a")
-    assert failback["rpo"]["totalRecords"] == 0
-    committed = {(c["group"], c["topic"]) for c in failback["committed"]}
+    # Return, from the CLI, which follows the status across the operator's restart.
+    output = tmp_path / "return.out"
+    with output.open("w") as sink:
+        cli = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "kafka_mirror", "return", "b-to-a", "--resume", "a-to-b"),
+                *("--namespace", namespace, "--id", "back-to-a", "--timeout", "240"),
+                *("--kubeconfig", str(kube_apiserver.kubeconfig)),
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(lambda: bool(operation_of(kube_api, namespace, "b-to-a")), 60, "the return")
+        assert not kubelet.pods_of("a-to-b-worker")
+        operator.kill()
+        operator.start()
+        assert cli.wait(timeout=300) == 0, output.read_text()
+    printed = output.read_text()
+    assert "Return back-to-a requested" in printed and "Completed" in printed, printed
+    back = operation_of(kube_api, namespace, "b-to-a")
+    assert back["rpo"]["totalRecords"] == 0
+    committed = {(c["group"], c["topic"]) for c in back["committed"]}
     assert {(app, f"{t}.B"), (app, t)} <= committed, committed  # forward and reverse
     # Reverse: the group read t.A to its end on B, so on A it resumes in t right after the 400
     # records that reached B: at the 50 that did not.
-    reverse = {c["partition"]: c["offset"] for c in failback["committed"] if c["topic"] == t}
+    reverse = {c["partition"]: c["offset"] for c in back["committed"] if c["topic"] == t}
     assert reverse == {p: len(range(p, 400, PARTITIONS)) for p in range(PARTITIONS)}, reverse
+    # B→A stopped; A→B mirrors again, started by the return though its spec names the failover.
+    wait_for(lambda: workers_stopped(kube_api, namespace, "b-to-a"), 60, "b-to-a to stop")
+    resumed = operation_of(kube_api, namespace)["resumedBy"]
+    assert (resumed["mirror"], resumed["id"]) == ("b-to-a", "back-to-a")
+    assert kubelet.pods_of("a-to-b-worker")
+    a_to_b = get_custom(kube_api, namespace, "kafkamirrors", "a-to-b")
+    assert a_to_b["spec"]["operation"]["id"] == "a-lost"
+    assert condition(a_to_b, "OperationDone")["reason"] == "Resumed"
+    b_to_a = get_custom(kube_api, namespace, "kafkamirrors", "b-to-a")
+    assert condition(b_to_a, "Ready")["reason"] == "Returned"
+    reasons = {e.reason for e in client.CoreV1Api(kube_api).list_namespaced_event(namespace).items}
+    assert {"ReturnStarted", "ResumingMirror", "Returned"} <= reasons, reasons
+    # What A held but never mirrored reaches B now.
+    assert remote_values(kafka_b, f"{t}.A", 450) == {r.value for r in values(t, 0, 450)}
 
-    # The group returns to A: t.B (written on B during the outage), then t.
+    # The group returns to A: t.B (written on B during the outage), then t; the producer writes
+    # t on A again, and A→B mirrors it.
     read_on_a = application(kafka_a, app, [f"{t}.B"], limit=None)
     read_on_a += application(kafka_a, app, [t], limit=None)
+    produce(kafka_a.bootstrap_servers, t, values(t, 450, 50))
+    read_on_a += application(kafka_a, app, [t], limit=None)
+    assert remote_values(kafka_b, f"{t}.A", 500) == {r.value for r in values(t, 0, 500)}
 
     # Every record produced anywhere was read by the group at least once.
-    produced = {r.value for r in values(t, 0, 450)} | {r.value for r in values(f"{t}-on-b", 0, 150)}
+    produced = {r.value for r in values(t, 0, 500)} | {r.value for r in values(f"{t}-on-b", 0, 150)}
     read = Counter([*scenario.read_on_a, *read_on_b, *read_on_a])
     unread = produced - set(read)
     assert not unread, f"{len(unread)} records never read, e.g. {sorted(unread)[:3]}"
@@ -121,10 +160,6 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     assert rereads <= SWITCHES * MAX_LAG * PARTITIONS, rereads
     print(f"scenario: {sum(read.values())} reads of {len(produced)} records, {rereads} re-reads")
 
-    # Return to normal: the reverse mirror goes, A→B resumes and brings what A never mirrored.
-    delete(kube_api, "kafkamirror.io/v1alpha1", "KafkaMirror", namespace, "b-to-a")
-    patch_spec(kube_api, namespace, "a-to-b", {"operation": None, "paused": False})
-    produce(kafka_a.bootstrap_servers, t, values(t, 450, 50))
-    assert remote_values(kafka_b, f"{t}.A", 500) == {r.value for r in values(t, 0, 500)}
+    # No cycle: t.A never went back to A, nor t.B to B.
     assert topics_named(kafka_a, t) == {t, f"{t}.B"}
     assert topics_named(kafka_b, t) == {t, f"{t}.A"}

@@ -137,6 +137,14 @@ def test_scale_subresource_reads_spec_replicas(kube_api: client.ApiClient, names
             "sasl needs exactly one of username and usernameSecret",
         ),
         (with_spec(MIRROR, "audit.schedule", "whenever"), "spec.audit.schedule: Invalid value"),
+        (
+            with_spec(MIRROR, "operation", {"type": "Return", "id": "back"}),
+            "resume names the mirror to start again",
+        ),
+        (
+            with_spec(MIRROR, "operation", {"type": "Promote", "id": "p", "resume": "a-to-b"}),
+            "resume names the mirror to start again",
+        ),
         (with_spec(SELECTION, "mirror", "-"), "spec.mirror: Required value"),
         (
             with_spec(SELECTION, "includes", [1, 2]),
@@ -164,6 +172,8 @@ def test_scale_subresource_reads_spec_replicas(kube_api: client.ApiClient, names
         "unknown-sasl-mechanism",
         "sasl-without-user",
         "bad-schedule",
+        "return-without-resume",
+        "resume-without-return",
         "selection-without-mirror",
         "non-string-patterns",
         "patterns-not-a-list",

@@ -6,7 +6,7 @@ completes once."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,69 +14,17 @@ from confluent_kafka import KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus, TopicStatus
+from kafka_mirror.api.models import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.operations import OperationStatus
-from kafka_mirror.controller import operations
-from kafka_mirror.controller.operations import Access, advance, pending_checkpoints, rpo_of
+from kafka_mirror.controller import operations, rpo
+from kafka_mirror.controller.operations import Access, advance, pending_checkpoints
+from kafka_mirror.controller.rpo import rpo_of
 from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
+from kafka_mirror.worker.config import SelectionPatterns
+from tests.helpers.operations import ACCESS, CONFIG, NOW, spec, status
 
-NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 PHASES = ["CatchingUp", "StoppingWorkers", "CommittingOffsets", "Completed"]
-ACCESS = Access({"bootstrap.servers": "a:9092"}, {"bootstrap.servers": "b:9092"})
-
-
-def spec(operation: dict[str, str] | None = None, **extra: Any) -> KafkaMirrorSpec:
-    data: dict[str, Any] = {
-        "source": {"alias": "A", "bootstrapServers": "a:9092"},
-        "target": {"alias": "B", "bootstrapServers": "b:9092"},
-        **extra,
-    }
-    if operation is not None:
-        data["operation"] = operation
-    return KafkaMirrorSpec.model_validate(data)
-
-
-CONFIG = WorkerConfig.model_validate(
-    {
-        "mirror": "ns/m",
-        "source": {"alias": "A", "bootstrapServers": "a:9092"},
-        "target": {"alias": "B", "bootstrapServers": "b:9092"},
-    }
-)
-
-
-def status(lag: int = 0, replicas: int = 0, latency: float | None = 4.5) -> KafkaMirrorStatus:
-    topics = [TopicStatus(name="t", remote_name="t.A", lag=lag, latency_seconds=latency)]
-    return KafkaMirrorStatus(topics=topics, total_lag=lag, replicas=replicas, source_last_seen=NOW)
-
-
-@pytest.fixture
-def kafka(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Stands in for the Kafka calls: the checkpoints on B, the groups on A, the commits."""
-    state: dict[str, Any] = {"checkpoints": {}, "positions": {}, "fail": False, "commits": 0}
-
-    def maybe_fail() -> None:
-        if state["fail"]:
-            raise KafkaException("down")
-
-    def checkpoints(*_: Any) -> dict[Any, Any]:
-        maybe_fail()
-        return dict(state["checkpoints"])
-
-    def positions(*_: Any) -> dict[str, Any]:
-        maybe_fail()
-        return dict(state["positions"])
-
-    def commit(_config: Any, _access: Any, op: OperationStatus) -> None:
-        maybe_fail()
-        state["commits"] += 1
-
-    monkeypatch.setattr(operations, "newest_checkpoints", checkpoints)
-    monkeypatch.setattr(operations, "_source_positions", positions)
-    monkeypatch.setattr(operations, "_commit", commit)
-    return state
 
 
 def test_the_workers_stop_at_once_for_a_failover_and_after_the_catch_up_for_a_promote() -> None:
@@ -103,6 +51,34 @@ def test_the_rpo_is_the_lag_and_age_the_status_last_saw() -> None:
     assert [(t.name, t.records, t.seconds) for t in rpo.topics] == [("t", 120, 7.25)]
     nothing = rpo_of(status(lag=0))
     assert (nothing.total_records, nothing.max_seconds, nothing.topics) == (0, 0.0, [])
+
+
+@pytest.mark.parametrize(
+    ("copied", "expected"),
+    [
+        (350, (70, True)),  # 70 of the 420 the source held when last read are not on B
+        (500, (0, True)),  # B has copies of records the source took after it was last read
+        (None, (120, False)),  # nothing to tell on B: the lag last seen, no bound
+    ],
+)
+def test_the_rpo_checked_on_the_target_counts_what_the_source_held_and_b_lacks(
+    monkeypatch: pytest.MonkeyPatch, copied: int | None, expected: tuple[int, bool]
+) -> None:
+    seen = status(lag=120)
+    seen.topics[0].source_end = 420
+    asked: list[tuple[str, str]] = []
+
+    def copied_ends(_settings: Any, remote: str, alias: str) -> int | None:
+        asked.append((remote, alias))
+        return copied
+
+    monkeypatch.setattr(rpo, "copied_ends", copied_ends)
+    found = rpo.rpo_on_target(seen, {"bootstrap.servers": "b:9092"}, "A")
+    assert (found.total_records, found.lower_bound) == expected and asked == [("t.A", "A")]
+    assert [t.records for t in found.topics] == ([expected[0]] if expected[0] else [])
+    seen.total_lag = 125  # 5 more on topics beyond the listed ones: counted, no bound
+    beyond = rpo.rpo_on_target(seen, {"bootstrap.servers": "b:9092"}, "A")
+    assert (beyond.total_records, beyond.lower_bound) == (expected[0] + 5, False)
 
 
 def test_pending_checkpoints_names_groups_whose_checkpoint_lags_their_source_offset() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -23,3 +25,12 @@ class StatusModel(BaseModel):
     """Base of status models: camelCase on the wire; tolerant of fields it does not know."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+def cel(rule: str, message: str, message_expression: str | None = None) -> dict[str, Any]:
+    """A CEL validation rule for the generated CRD schema; the message expression, when given,
+    is what the API server says (the message is its fallback)."""
+    validation = {"rule": rule, "message": message}
+    if message_expression is not None:
+        validation["messageExpression"] = message_expression
+    return {"x-kubernetes-validations": [validation]}

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF, KeyAllowList
-from kafka_mirror.api.base import ApiModel, StatusModel
+from kafka_mirror.api.base import ApiModel, StatusModel, cel
 from kafka_mirror.api.operations import MirrorOperation, OperationStatus
 from kafka_mirror.patterns import pattern_error
 
@@ -36,15 +36,6 @@ DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 CLUSTER_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 BOOTSTRAP_SERVERS = r"^[^\s,]+:[0-9]{1,5}(,[^\s,]+:[0-9]{1,5})*$"
 CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
-
-
-def cel(rule: str, message: str, message_expression: str | None = None) -> dict[str, Any]:
-    """A CEL validation rule for the generated CRD schema; the message expression, when given,
-    is what the API server says (the message is its fallback)."""
-    validation = {"rule": rule, "message": message}
-    if message_expression is not None:
-        validation["messageExpression"] = message_expression
-    return {"x-kubernetes-validations": [validation]}
 
 
 def section(model: type[BaseModel], description: str) -> Any:
@@ -410,6 +401,11 @@ class TopicStatus(StatusModel):
     remote_name: str
     lag: int = 0
     latency_seconds: float | None = None
+    source_end: int | None = Field(
+        default=None,
+        description="The source partitions' end offsets, summed, when last read: what a "
+        "failover's RPO counts the copies on the target against.",
+    )
     lost_to_retention: int = Field(
         default=0,
         description="Records that left the source (retention, DeleteRecords) before they were "

@@ -6,22 +6,29 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
-from kafka_mirror.api.base import ApiModel, StatusModel
+from kafka_mirror.api.base import ApiModel, StatusModel, cel
 
-OperationType = Literal["Promote", "Failover"]
-Phase = Literal["CatchingUp", "StoppingWorkers", "CommittingOffsets", "Completed"]
+OperationType = Literal["Promote", "Failover", "Return"]
+Phase = Literal["CatchingUp", "StoppingWorkers", "CommittingOffsets", "ResumingMirror", "Completed"]
+MIRROR_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+RESUME_RULE = "has(self.resume) == (self.type == 'Return')"
+RESUME_MESSAGE = "resume names the mirror to start again: required for Return, only for Return"
 
 
 class MirrorOperation(ApiModel):
     """A requested operation. The operator runs each id once."""
 
+    model_config = ConfigDict(json_schema_extra=cel(RESUME_RULE, RESUME_MESSAGE))
+
     type: OperationType = Field(
         description="`Promote`: planned, the source is healthy: mirror to lag 0, write the "
         "final checkpoints, commit the groups' translated offsets on the target, stop. "
         "`Failover`: the source is lost: stop, commit the offsets of the checkpoints already "
-        "on the target, report the data not mirrored (RPO)."
+        "on the target, report the data not mirrored (RPO). "
+        "`Return` (on the reverse mirror B→A, to end a fail back): a promote, then start the "
+        "mirror A→B named by `resume` again, which its own promote or failover had stopped."
     )
     id: Annotated[
         str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][-._A-Za-z0-9]*$")
@@ -29,6 +36,17 @@ class MirrorOperation(ApiModel):
         description="Names this request; a new id asks for a new run, the same id never "
         "runs twice (so GitOps syncs and operator restarts repeat nothing)."
     )
+    resume: Annotated[str, Field(min_length=1, max_length=253, pattern=MIRROR_NAME)] | None = Field(
+        default=None,
+        description="`Return` only: the KafkaMirror, in this namespace, to start again; it "
+        "must mirror the opposite way (its source is this mirror's target).",
+    )
+
+    @model_validator(mode="after")
+    def _resume_only_for_return(self) -> MirrorOperation:
+        if (self.resume is not None) != (self.type == "Return"):
+            raise ValueError(RESUME_MESSAGE)
+        return self
 
 
 class TopicRpo(StatusModel):
@@ -44,6 +62,14 @@ class Rpo(StatusModel):
 
     source_last_seen: datetime | None = None
     total_records: int = 0
+    lower_bound: bool = Field(
+        default=False,
+        description="True: `totalRecords` counts the records the source held when last read "
+        "(`sourceLastSeen`) that the target does not hold, checked on the target; the source may "
+        "have taken more after that moment, which only it knows, so the loss is at least this "
+        "and at most this plus what it took after `sourceLastSeen`. False: some lagging topic "
+        "could not be checked, and its lag when last read is counted.",
+    )
     max_seconds: float | None = None
     topics: list[TopicRpo] = Field(default_factory=list)
 
@@ -53,6 +79,14 @@ class CommittedOffset(StatusModel):
     topic: str
     partition: int
     offset: int
+
+
+class ResumedBy(StatusModel):
+    """The `Return` of a reverse mirror that started this mirror again after its operation."""
+
+    mirror: str
+    id: str
+    at: datetime | None = None
 
 
 class OperationStatus(StatusModel):
@@ -68,3 +102,13 @@ class OperationStatus(StatusModel):
     committed: list[CommittedOffset] = Field(default_factory=list)
     committed_count: int = 0
     skipped_groups: list[str] = Field(default_factory=list)
+    resumed_by: ResumedBy | None = None
+
+
+def record_of(
+    requested: MirrorOperation | None, record: OperationStatus | None
+) -> OperationStatus | None:
+    """The status record of the requested operation, once it has one (an older id's is not)."""
+    if requested is None or record is None or record.id != requested.id:
+        return None
+    return record

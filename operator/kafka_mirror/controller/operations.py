@@ -1,4 +1,4 @@
-"""Promote and fail over: `spec.operation` carried out one phase per status refresh.
+"""Promote, fail over and return: `spec.operation` carried out one phase per status refresh.
 
 Every phase is decided again from the status and from Kafka on each refresh, and every action is
 idempotent (stopping the workers, committing offsets that never go backwards), so an operator
@@ -22,8 +22,10 @@ from kafka_mirror.api.operations import (
     OperationStatus,
     Phase,
     Rpo,
-    TopicRpo,
+    record_of,
 )
+from kafka_mirror.controller.resume import Mirrors, resume_forward
+from kafka_mirror.controller.rpo import rpo_on_target
 from kafka_mirror.controller.status import Event, condition
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
 from kafka_mirror.kafka.groups import (
@@ -39,8 +41,8 @@ from kafka_mirror.worker.config import WorkerConfig
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
 MAX_PENDING_SHOWN = 3
-DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver"}
-RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver"}
+DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver", "Return": "Returned"}
+RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver", "Return": "Returning"}
 
 CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
 Position = tuple[str, int]  # topic, partition
@@ -48,29 +50,31 @@ Position = tuple[str, int]  # topic, partition
 
 @dataclass(frozen=True)
 class Access:
-    """Client settings of the two clusters for this refresh (None: not usable now)."""
+    """What this refresh can reach: the client settings of the two clusters (None: not usable
+    now) and, for a Return, the mirrors of the namespace."""
 
     source: dict[str, Any] | None
     target: dict[str, Any] | None
+    mirrors: Mirrors | None = None
 
 
 def current(spec: KafkaMirrorSpec, status: OperationStatus | None) -> OperationStatus | None:
     """The status of the operation the spec asks for, if it has started."""
-    requested = spec.operation
-    if requested is None or status is None or status.id != requested.id:
-        return None
-    return status
+    return record_of(spec.operation, status)
 
 
 def stops_workers(spec: KafkaMirrorSpec, status: OperationStatus | None) -> bool:
-    """Whether the workers must be stopped: from a failover's start, after a promote's catch-up,
-    and for as long as the spec names the operation."""
+    """Whether the workers must be stopped: from a failover's start, after the catch-up of a
+    promote or a return, and for as long as the spec names the operation, unless the Return of
+    the reverse mirror has started them again."""
     requested = spec.operation
     if requested is None:
         return False
+    started = current(spec, status)
+    if started is not None and started.resumed_by is not None:
+        return False
     if requested.type == "Failover":
         return True
-    started = current(spec, status)
     return started is not None and started.phase != "CatchingUp"
 
 
@@ -79,21 +83,6 @@ def running_spec(spec: KafkaMirrorSpec, status: OperationStatus | None) -> Kafka
     if stops_workers(spec, status):
         return spec.model_copy(update={"paused": True})
     return spec
-
-
-def rpo_of(status: KafkaMirrorStatus) -> Rpo:
-    """What was not mirrored when the source was last read, from the status's own figures."""
-    listed = [
-        TopicRpo(name=t.name, records=t.lag, seconds=t.latency_seconds if t.lag else 0.0)
-        for t in status.topics
-    ]
-    seconds = [t.seconds for t in listed if t.records and t.seconds is not None]
-    return Rpo(
-        source_last_seen=status.source_last_seen,
-        total_records=status.total_lag,
-        max_seconds=max(seconds) if seconds else (0.0 if not status.total_lag else None),
-        topics=[t for t in listed if t.records],
-    )
 
 
 def pending_checkpoints(
@@ -160,7 +149,7 @@ def _selected_remote(config: WorkerConfig, remote: str) -> bool:
 
 def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
     """Commit each selected group's newest checkpoint to the group on the target, and for a
-    promote the reverse checkpoints too."""
+    promote or a return the reverse checkpoints too."""
     assert access.target is not None
     newest = newest_checkpoints(access.target, checkpoints_topic(config.source.alias))
     wanted: dict[str, dict[Position, int]] = {}
@@ -168,7 +157,7 @@ def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
     for (group, topic, partition), checkpoint in newest.items():
         if groups.wants(group) and _selected_remote(config, topic):
             wanted.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
-    if op.type == "Promote" and access.source is not None:
+    if op.type != "Failover" and access.source is not None:
         for group, offsets in _reverse(config, access.source).items():
             wanted.setdefault(group, {}).update(offsets)
     admin = AdminClient(access.target)
@@ -220,20 +209,42 @@ def _step(
     elif op.phase == "StoppingWorkers":
         if status.replicas:
             op.message = f"waiting for {status.replicas} workers to stop"
+        elif access.target is None:
+            op.message = "workers stopped; the target cannot be read to count the RPO"
         else:
+            op.rpo = rpo_on_target(status, access.target, config.source.alias)
             op.phase, op.message = "CommittingOffsets", "workers stopped"
-            op.rpo = rpo_of(status)
     elif op.phase == "CommittingOffsets" and access.target is not None:
         _commit(config, access, op)
-        rpo = op.rpo or Rpo()
-        skipped = f"; left alone (members on the target): {', '.join(op.skipped_groups)}"
-        op.phase, op.completed_at = "Completed", now
-        op.message = (
-            f"{DONE_REASON[requested.type].lower()}: {op.committed_count} group offsets committed "
-            f"on the target; RPO {rpo.total_records} records"
-            + (f", {rpo.max_seconds} s" if rpo.max_seconds else "")
-            + (skipped if op.skipped_groups else "")
-        )
+        if requested.resume is None:
+            _complete(requested, op, now)
+        else:
+            op.phase, op.message = "ResumingMirror", _committed_summary(op)
+    elif op.phase == "ResumingMirror" and requested.resume and access.mirrors is not None:
+        own_name = config.mirror.rsplit("/", 1)[-1]
+        if resume_forward(op, own_name, config, requested.resume, access.mirrors, now):
+            _complete(requested, op, now, also=op.message)
+
+
+def _committed_summary(op: OperationStatus) -> str:
+    rpo = op.rpo or Rpo()
+    skipped = f"; left alone (members on the target): {', '.join(op.skipped_groups)}"
+    return (
+        f"{op.committed_count} group offsets committed on the target; "
+        # A promote's source is there to read what it took after the catch-up: no bound.
+        f"RPO {'at least ' if rpo.lower_bound and op.type == 'Failover' else ''}"
+        f"{rpo.total_records} records"
+        + (f", {rpo.max_seconds} s" if rpo.max_seconds else "")
+        + (skipped if op.skipped_groups else "")
+    )
+
+
+def _complete(
+    requested: MirrorOperation, op: OperationStatus, now: datetime, also: str = ""
+) -> None:
+    op.phase, op.completed_at = "Completed", now
+    summary = f"{DONE_REASON[requested.type].lower()}: {_committed_summary(op)}"
+    op.message = f"{summary}; {also}" if also else summary
 
 
 def advance(
@@ -259,13 +270,15 @@ def advance(
     if op.phase == "Completed":
         return op, []
     op = op.model_copy(deep=True)
-    before = op.phase
+    before, said = op.phase, op.message
     try:
         _step(requested, op, status, config, mirrored, access, now)
     except (KafkaException, TimeoutError) as error:
         op.message = f"{op.phase}: Kafka did not answer, trying again: {error}"
     if op.phase == before:
-        return op, []
+        # Each step of starting the forward mirror again is worth an event of its own.
+        resuming = op.phase == "ResumingMirror" and op.message != said
+        return op, [Event("Normal", op.phase, op.message)] if resuming else []
     reason = DONE_REASON[requested.type] if op.phase == "Completed" else op.phase
     return op, [Event("Normal", reason, op.message)]
 
@@ -274,7 +287,8 @@ def with_operation(
     status: KafkaMirrorStatus, spec: KafkaMirrorSpec, previous: KafkaMirrorStatus, now: datetime
 ) -> None:
     """Ready and OperationDone as the operation has them: a mirror that was promoted or failed
-    over no longer mirrors, which is what its owner asked."""
+    over no longer mirrors, which is what its owner asked; once the Return of the reverse
+    mirror has started it again, Ready is its own again."""
     op = current(spec, status.operation)
     if op is None:
         return
@@ -283,8 +297,14 @@ def with_operation(
     message = f"{op.type} {op.id}: {op.message or op.phase}"
     gen = status.observed_generation
     others = [c for c in status.conditions if c.type not in ("Ready", "OperationDone")]
+    ready = [c for c in status.conditions if c.type == "Ready"]
+    if op.resumed_by is None:
+        ready = [condition(previous.conditions, "Ready", False, reason, message, gen, now)]
+    else:
+        by = op.resumed_by
+        reason, message = "Resumed", f"{message}; started again by {by.mirror}'s Return {by.id}"
     status.conditions = [
-        condition(previous.conditions, "Ready", False, reason, message, gen, now),
+        *ready,
         *others,
         condition(
             previous.conditions,

@@ -26,6 +26,7 @@ from kafka_mirror.api.models import (
 )
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
+from kafka_mirror.controller.resume import KubeMirrors
 from kafka_mirror.controller.status import (
     DeploymentState,
     Event,
@@ -341,6 +342,7 @@ def observe_mirror(
         access = operations.Access(
             None if source_problem else cluster_settings(api, namespace, config, envs, "source"),
             None if target_problem else cluster_settings(api, namespace, config, envs, "target"),
+            KubeMirrors(api, namespace),
         )
         mirrored = kafka.plan.mirrored if kafka is not None else None
         status.operation, done = operations.advance(

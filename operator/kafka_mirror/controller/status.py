@@ -127,6 +127,7 @@ def _topic_statuses(
                 remote_name=remote,
                 lag=lag,
                 latency_seconds=latency,
+                source_end=sum(p.end for p in partitions),
                 lost_to_retention=lost,
             )
         )

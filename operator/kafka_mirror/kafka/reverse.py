@@ -1,4 +1,7 @@
-"""Reverse checkpoints, for a failback: where a group that read remote topics on this cluster
+"""What the copies on this cluster say of their originals: where each remote partition's copies
+end on the source (a failover's RPO), and reverse checkpoints.
+
+Reverse checkpoints, for a failback: where a group that read remote topics on this cluster
 (`t.A`, copies of `t` on cluster A) resumes in the original topics on A.
 
 Each copy names its original in its provenance header (cluster, partition, offset). A group
@@ -24,7 +27,7 @@ READ_SECONDS = 10.0
 Position = tuple[str, int]  # topic, partition
 
 
-def _original_offset(
+def original_offset(
     consumer: Consumer, topic: str, partition: int, at: int, alias: str
 ) -> int | None:
     """The original offset on `alias` of the first record of `topic[partition]` at or after
@@ -51,12 +54,8 @@ def _original_offset(
     return None
 
 
-def original_positions(
-    settings: dict[str, Any], positions: dict[Position, int], alias: str, originals: dict[str, str]
-) -> dict[Position, int]:
-    """For a group's positions in remote topics of this cluster (`originals` maps each remote
-    topic to its original on `alias`), the positions to resume from in the originals."""
-    consumer = Consumer(
+def reader(settings: dict[str, Any]) -> Consumer:
+    return Consumer(
         {
             **settings,
             "group.id": "kafka-mirror-operator-reverse",  # assign only: never joined
@@ -64,6 +63,39 @@ def original_positions(
             "enable.partition.eof": False,
         }
     )
+
+
+def copied_ends(settings: dict[str, Any], remote: str, alias: str) -> int | None:
+    """How far the copies in `remote` reach into its original on `alias`, summed over the
+    partitions: one past the original offset of each partition's last record. None when a
+    partition is empty or ends in a record that is no copy from `alias` (nothing to say)."""
+    consumer = reader(settings)
+    try:
+        listed = consumer.list_topics(remote, timeout=READ_SECONDS).topics.get(remote)
+        if listed is None or listed.error is not None:
+            return None
+        total = 0
+        for partition in sorted(listed.partitions):
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(remote, partition), timeout=READ_SECONDS, cached=False
+            )
+            if high <= low:
+                return None
+            last = original_offset(consumer, remote, partition, high - 1, alias)
+            if last is None:
+                return None
+            total += last + 1
+        return total
+    finally:
+        consumer.close()
+
+
+def original_positions(
+    settings: dict[str, Any], positions: dict[Position, int], alias: str, originals: dict[str, str]
+) -> dict[Position, int]:
+    """For a group's positions in remote topics of this cluster (`originals` maps each remote
+    topic to its original on `alias`), the positions to resume from in the originals."""
+    consumer = reader(settings)
     resumed: dict[Position, int] = {}
     try:
         for (topic, partition), offset in sorted(positions.items()):
@@ -76,9 +108,9 @@ def original_positions(
             if high <= low:
                 continue  # an empty partition tells nothing
             if offset < high:
-                found = _original_offset(consumer, topic, partition, max(offset, low), alias)
+                found = original_offset(consumer, topic, partition, max(offset, low), alias)
             else:  # read to the end: one past the last copy's original
-                last = _original_offset(consumer, topic, partition, high - 1, alias)
+                last = original_offset(consumer, topic, partition, high - 1, alias)
                 found = None if last is None else last + 1
             if found is not None:
                 resumed[(original, partition)] = found

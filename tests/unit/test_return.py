@@ -1,0 +1,173 @@
+"""Return: the reverse mirror's promote, then the forward mirror it names started again, by a
+mark on that mirror's operation record; and what the Return refuses to resume."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafka_mirror.api.models import KafkaMirrorStatus
+from kafka_mirror.api.operations import OperationStatus, ResumedBy
+from kafka_mirror.controller import operations
+from kafka_mirror.controller.operations import advance
+from kafka_mirror.controller.resume import Forward, resume_forward
+from kafka_mirror.worker.config import WorkerConfig
+from tests.helpers.operations import ACCESS, CONFIG, NOW, spec, status
+
+REVERSE = WorkerConfig.model_validate(
+    {
+        "mirror": "ns/b-to-a",
+        "source": {"alias": "B", "bootstrapServers": "b:9092"},
+        "target": {"alias": "A", "bootstrapServers": "a:9092"},
+    }
+)
+
+
+class FakeMirrors:
+    """The namespace's mirrors, in memory: the forward mirror a-to-b and what is marked on it."""
+
+    def __init__(self, forward: Forward | None) -> None:
+        self.forward = forward
+
+    def read(self, name: str) -> Forward | None:
+        return self.forward if name == "a-to-b" else None
+
+    def mark_resumed(self, name: str, operation_id: str, resumed: ResumedBy) -> bool:
+        assert self.forward is not None and self.forward.status.operation is not None
+        if name != "a-to-b" or self.forward.status.operation.id != operation_id:
+            return False
+        self.forward.status.operation.resumed_by = resumed
+        return True
+
+
+def failed_over(replicas: int = 0) -> Forward:
+    forward = spec({"type": "Failover", "id": "a-lost"})
+    record = OperationStatus(id="a-lost", type="Failover", phase="Completed")
+    return Forward(forward, KafkaMirrorStatus(operation=record, replicas=replicas))
+
+
+def test_a_return_is_asked_with_the_mirror_it_resumes_and_only_then() -> None:
+    assert spec({"type": "Return", "id": "r", "resume": "a-to-b"}).operation is not None
+    for wrong in ({"type": "Return", "id": "r"}, {"type": "Promote", "id": "p", "resume": "x"}):
+        with pytest.raises(ValueError, match="resume names the mirror"):
+            spec(wrong)
+
+
+def test_a_return_promotes_then_starts_the_forward_mirror_again(kafka: dict[str, Any]) -> None:
+    requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
+    forward = failed_over()
+    mirrors = FakeMirrors(forward)
+    access = replace(ACCESS, mirrors=mirrors)
+    assert operations.stops_workers(forward.spec, forward.status.operation)
+    op, _ = advance(requested, None, status(replicas=1), REVERSE, {"t": "t.B"}, access, NOW)
+    phases = []
+    for seen in (status(replicas=1), status(), status()):
+        op, _ = advance(requested, op, seen, REVERSE, {"t": "t.B"}, access, NOW)
+        assert op is not None
+        phases.append(op.phase)
+    assert phases == ["StoppingWorkers", "CommittingOffsets", "ResumingMirror"]
+    assert kafka["commits"] == 1
+    # It marks the forward mirror's failover resumed, which then stops no worker.
+    op, events = advance(requested, op, status(), REVERSE, None, access, NOW)
+    assert op is not None and op.phase == "ResumingMirror" and "starting a-to-b" in op.message
+    assert [e.reason for e in events] == ["ResumingMirror"]
+    by = forward.status.operation.resumed_by if forward.status.operation else None
+    assert by is not None and (by.mirror, by.id) == ("b-to-a", "back")
+    assert not operations.stops_workers(forward.spec, forward.status.operation)
+    # Done once the forward mirror's status counts its workers (a refresh that saw the mark).
+    op, _ = advance(requested, op, status(), REVERSE, None, access, NOW)
+    assert op is not None and op.phase == "ResumingMirror" and "paused" not in op.message
+    mirrors.forward = Forward(forward.spec, forward.status.model_copy(update={"replicas": 1}))
+    op, events = advance(requested, op, status(), REVERSE, None, access, NOW)
+    assert op is not None and op.phase == "Completed" and events[0].reason == "Returned"
+    assert "mirrors A→B again" in op.message and kafka["commits"] == 1
+    # The forward mirror is Ready on its own figures again; OperationDone says who resumed it.
+    seen = status()
+    seen.operation = mirrors.forward.status.operation
+    operations.with_operation(seen, forward.spec, KafkaMirrorStatus(), NOW)
+    done = {c.type: c for c in seen.conditions}
+    assert "Ready" not in done and done["OperationDone"].reason == "Resumed"
+    assert "b-to-a's Return back" in done["OperationDone"].message
+
+
+@pytest.mark.parametrize(
+    ("forward", "says"),
+    [
+        (None, "no KafkaMirror a-to-b"),
+        (Forward(spec(), KafkaMirrorStatus()), "waiting for the workers of a-to-b"),
+        (
+            Forward(spec({"type": "Failover", "id": "new"}), failed_over().status),
+            "waiting for a-to-b's Failover new",
+        ),
+    ],
+)
+def test_a_return_resumes_nothing_it_should_not(forward: Forward | None, says: str) -> None:
+    op = OperationStatus(id="back", type="Return", phase="ResumingMirror")
+    assert not resume_forward(op, "b-to-a", REVERSE, "a-to-b", FakeMirrors(forward), NOW)
+    assert says in op.message
+    if forward is not None and forward.status.operation is not None:
+        assert forward.status.operation.resumed_by is None  # another id's record is not marked
+    wrong_way = Forward(spec(), KafkaMirrorStatus(replicas=1))
+    assert not resume_forward(op, "b-to-a", CONFIG, "a-to-b", FakeMirrors(wrong_way), NOW)
+    assert "mirrors A→B, not B→A" in op.message
+
+
+def test_a_return_waits_while_the_mirror_it_resumes_cannot_be_read() -> None:
+    class Unreadable(FakeMirrors):
+        def read(self, name: str) -> Forward | None:
+            raise ValueError("spec.replicas: Input should be a valid integer")
+
+    op = OperationStatus(id="back", type="Return", phase="ResumingMirror")
+    assert not resume_forward(op, "b-to-a", REVERSE, "a-to-b", Unreadable(None), NOW)
+    assert "a-to-b cannot be read, trying again: spec.replicas" in op.message
+
+
+RETURN_PHASES = [
+    "CatchingUp",
+    "StoppingWorkers",
+    "CommittingOffsets",
+    "ResumingMirror",
+    "Completed",
+]
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=30),
+)
+def test_a_return_only_moves_forward_and_completes_once_the_forward_mirror_runs(
+    refreshes: list[tuple[bool, bool, bool]],
+) -> None:
+    """Against a small model of the forward mirror: its own refresh renders workers once its
+    record carries the mark; a refresh of it that began before the mark may write its status
+    back without it (until one has counted workers); the Return's status patches may be lost."""
+    requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
+    forward = failed_over()
+    mirrors = FakeMirrors(forward)
+    access = replace(ACCESS, mirrors=mirrors)
+    stored: OperationStatus | None = None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(operations, "_commit", lambda *_: None)
+        patch.setattr(operations, "newest_checkpoints", lambda *_: {})
+        patch.setattr(operations, "_source_positions", lambda *_: {})
+        for forward_refresh, stale_write, patch_lost in refreshes:
+            result, _ = advance(requested, stored, status(), REVERSE, {"t": "t.B"}, access, NOW)
+            assert result is not None
+            before = RETURN_PHASES.index(stored.phase) if stored is not None else -1
+            assert before <= RETURN_PHASES.index(result.phase) <= before + 1 or stored is None
+            record = forward.status.operation
+            assert record is not None
+            if result.phase == "Completed":  # only once the forward mirror runs
+                assert record.resumed_by is not None and forward.status.replicas
+            if stale_write and not forward.status.replicas:
+                record.resumed_by = None
+            elif forward_refresh:
+                running = not operations.stops_workers(forward.spec, record)
+                forward.status.replicas = 1 if running else 0
+            if not patch_lost:
+                stored = result
+    if stored is not None and stored.phase == "Completed":
+        assert not operations.stops_workers(forward.spec, forward.status.operation)
