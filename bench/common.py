@@ -3,6 +3,7 @@ mirror processes' CPU and memory, and the summary every benchmark writes."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -25,6 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka_mirror.devstack.builds import kafka_libs
 from kafka_mirror.devstack.kafka import KafkaCluster, java_command
 from kafka_mirror.devstack.processes import free_port
+from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror.worker.config import WorkerConfig
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -129,6 +133,42 @@ def stop(process: subprocess.Popen[Any] | None, timeout: float = 30) -> None:
         process.wait()
 
 
+def mirror_until_committed(
+    raw: dict[str, Any], workdir: Path, topic: str, partitions: int, records: int
+) -> None:
+    """Run one worker (as a pod runs it) until its group has committed `records` records of
+    `topic`, printing progress; then stop it."""
+    config = WorkerConfig.model_validate(raw)
+    print("mirroring with one worker until it has committed every record…", flush=True)
+    started = time.monotonic()
+    worker = start_worker(raw, workdir)
+    reader = ClusterReader(config.source.alias, config.source.client_config())
+    try:
+        committed = 0
+        while committed < records:
+            time.sleep(2)
+            progress = reader.progress(config.consumer_group, {topic: partitions})
+            committed = sum(p.committed or 0 for p in progress)
+            print(f"  {time.monotonic() - started:6.1f}s  {committed:>10,} committed", flush=True)
+            if worker.poll() is not None:
+                raise SystemExit(f"the worker exited; see {workdir / 'worker.log'}")
+    finally:
+        reader.close()
+        stop(worker, 60)
+
+
+def mirrored_preload(
+    a: KafkaCluster, b: KafkaCluster, workdir: Path, mirror: str, args: argparse.Namespace
+) -> tuple[str, dict[str, Any]]:
+    """`audited` on A with the records `audit_arguments` asked for, mirrored to B until the
+    worker's group committed them all: the topic and the worker's configuration."""
+    topic = "audited"
+    preload(a, topic, args.records, args.size, args.partitions)
+    raw = worker_config(a, b, mirror, [topic])
+    mirror_until_committed(raw, workdir, topic, args.partitions, args.records)
+    return topic, raw
+
+
 def process_tree(pid: int) -> list[psutil.Process]:
     """A process and its live descendants (a worker pod's mirroring processes)."""
     root = psutil.Process(pid)
@@ -163,6 +203,18 @@ def machine() -> str:
         f"{model.group(1) if model else platform.machine()}, {os.cpu_count()} cores, "
         f"{memory:.0f} GiB, {platform.system()} {platform.release()}"
     )
+
+
+def audit_arguments(description: str, records: int, output: str) -> argparse.ArgumentParser:
+    """The audit benchmarks' options: how many records, how large, over how many partitions,
+    Spark's master and where the summary goes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--records", type=int, default=records)
+    parser.add_argument("--size", type=int, default=100, help="record value size in bytes")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--output", type=Path, default=RESULTS / output)
+    return parser
 
 
 def summary_header(what: str, script: str) -> dict[str, Any]:

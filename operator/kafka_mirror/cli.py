@@ -115,6 +115,8 @@ def _audit(args: argparse.Namespace) -> None:
             conf,
             Path(args.kubeconfig) if args.kubeconfig else None,
             update_status=not args.no_status,
+            full=args.full,
+            full_request=args.full_request,
         )
     )
 
@@ -278,6 +280,16 @@ def parser() -> argparse.ArgumentParser:
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
     audit.add_argument(
         "--no-status", action="store_true", help="do not write the summary into the status"
+    )
+    audit.add_argument(
+        "--full",
+        action="store_true",
+        help="audit every record again, not only those after the last verified watermark",
+    )
+    audit.add_argument(
+        "--full-request",
+        help="audit every record again once per new value (the CronJob passes "
+        "spec.audit.fullAuditRequest)",
     )
     audit.set_defaults(handler=_audit)
 

@@ -335,6 +335,8 @@ def build_audit_cronjob(
     args = ["audit", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--master", spark.master]
     for key, value in sorted(spark.conf.items()):
         args += ["--conf", f"{key}={value}"]
+    if spec.audit.full_audit_request:
+        args.append(f"--full-request={spec.audit.full_audit_request}")
     pod = _pod_spec(name, spec, envs, image, args)
     pod["restartPolicy"] = "Never"
     pod["serviceAccountName"] = audit_account_name(name)

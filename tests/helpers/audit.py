@@ -3,6 +3,7 @@ move a group's committed offsets as a faulty mirror would have."""
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,8 +23,8 @@ from kafka_mirror.kafka.formats import checkpoints_topic
 from kafka_mirror.kafka.observe import ClusterReader, PartitionProgress
 from kafka_mirror.topics import TopicPlan
 from kafka_mirror.worker.config import WorkerConfig
-from tests.helpers.kafka import admin_for, end_offsets
-from tests.helpers.worker import WorkerProcess, wait_for
+from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
+from tests.helpers.worker import WorkerProcess, wait_for, worker_config
 
 
 def commit(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
@@ -81,6 +82,25 @@ def mirror_everything(
     finally:
         assert worker.stop() == 0
     return worker
+
+
+def mirror_new_topic(
+    kafka_a: KafkaCluster,
+    kafka_b: KafkaCluster,
+    tmp_path: Path,
+    partitions: int = 1,
+    count: int = 100,
+    config: dict[str, str] | None = None,
+) -> tuple[str, dict[str, object]]:
+    """A new topic on A with `count` records, mirrored to B until the workers' group committed
+    them all (the worker stopped); the topic and the worker's configuration."""
+    topic = unique()
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=partitions, config=config)
+    if count:
+        produce(kafka_a.bootstrap_servers, topic, records(count, partitions))
+    worker = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    mirror_everything(worker, topic, tmp_path, kafka_b)
+    return topic, worker
 
 
 def status_from(plan: TopicPlan, progress: list[PartitionProgress]) -> KafkaMirrorStatus:

@@ -33,6 +33,7 @@ from tests.helpers.audit import (
     committed_everything,
     delete_before,
     mirror_everything,
+    mirror_new_topic,
     status_from,
 )
 from tests.helpers.kafka import (
@@ -48,23 +49,6 @@ from tests.helpers.kafka import (
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for, worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-def mirror_new_topic(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    tmp_path: Path,
-    partitions: int = 1,
-    count: int = 100,
-    config: dict[str, str] | None = None,
-) -> tuple[str, dict[str, object]]:
-    topic = unique()
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=partitions, config=config)
-    if count:
-        produce(kafka_a.bootstrap_servers, topic, records(count, partitions))
-    worker = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    mirror_everything(worker, topic, tmp_path, kafka_b)
-    return topic, worker
 
 
 def syncs_below(kafka_a: KafkaCluster, topic: str, limits: dict[int, int]) -> int:

@@ -433,6 +433,12 @@ def test_audit_cronjob_follows_spec_audit() -> None:
     assert container["args"] == ["audit", "--config", CONFIG_PATH, "--master", "local[*]"]
 
 
+def test_a_full_audit_request_reaches_the_audit_command() -> None:
+    spec = mirror_spec(audit={"fullAuditRequest": "--2026-11-23"})
+    pod = audit_cronjob(spec)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert only_container(pod)["args"][-1] == "--full-request=--2026-11-23"  # one argument
+
+
 def test_audit_cronjob_defaults_to_every_six_hours_not_suspended() -> None:
     cronjob = audit_cronjob(plain_spec())["spec"]
     assert (cronjob["schedule"], cronjob["suspend"]) == ("0 */6 * * *", False)

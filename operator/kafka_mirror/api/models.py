@@ -247,6 +247,12 @@ class AuditSettings(ApiModel):
         default="0 */6 * * *", description="Cron schedule of the audit."
     )
     suspend: bool = Field(default=False, description="Suspend the audit CronJob.")
+    full_audit_request: Annotated[str, Field(max_length=128)] | None = Field(
+        default=None,
+        description="Each run audits only the records after the last verified watermark. Set "
+        "this to a new value (a date, a ticket) to have the next run audit everything again, "
+        "once.",
+    )
     spark: SparkSettings = section(SparkSettings, "Spark settings.")
 
 
@@ -425,7 +431,14 @@ class AuditResult(StatusModel):
 
     time: datetime | None = None
     result: Literal["Passed", "Failed", "Error"] | None = None
-    records_checked: int = 0
+    records_checked: int = Field(
+        default=0, description="Records this run compared (from the last verified watermark)."
+    )
+    records_verified: int = Field(
+        default=0,
+        description="Records verified in all: this run's and the earlier runs' since each "
+        "partition's watermark started over (a new topic, or a full audit).",
+    )
     missing: int = 0
     altered: int = Field(
         default=0, description="Source records whose copy differs (key, value, headers, time)."

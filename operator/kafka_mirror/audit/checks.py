@@ -1,7 +1,10 @@
 """The audit's checks, in Spark, over records read with Spark's own Kafka source.
 
 The window, per source partition, is from the log start to the workers' committed offset: every
-record before it was acknowledged by the target, so it must be there. Target records name their
+record before it was acknowledged by the target, so it must be there. A run audits the window
+from the previous run's verified watermark on (`watermarks.py`), and reads the remote partition
+from where the copies of those records begin; it moves the watermark up to the first record
+that failed. Target records name their
 source record in the provenance header (alias, partition, offset, topic ID), which makes every
 check a join. Only what both sides can still show is compared:
 
@@ -22,6 +25,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,8 +39,22 @@ from kafka_mirror.audit.records import (
     source_records,
     target_records,
 )
-from kafka_mirror.audit.report import EXAMPLES, AuditReport, Distances, PartitionFinding
-from kafka_mirror.audit.translation import check_checkpoints, check_offset_syncs, percentile
+from kafka_mirror.audit.report import (
+    EXAMPLES,
+    AuditReport,
+    BadOffsetSync,
+    Distances,
+    PartitionFinding,
+    VerifiedPartition,
+)
+from kafka_mirror.audit.translation import (
+    check_checkpoints,
+    check_offset_syncs,
+    newest_checkpoints,
+    percentile,
+)
+from kafka_mirror.audit.watermarks import verified_to
+from kafka_mirror.kafka.formats import Checkpoint
 
 log = logging.getLogger("kafka_mirror.audit")
 KEYS = ["topic", "partition", "offset"]
@@ -58,12 +77,13 @@ def verifiable_from(
     bounds = {}
     for w in windows:
         copy = first.get((w.remote, w.partition))
-        if w.target_start == 0 or (copy is not None and not copy["current"]):
-            bounds[(w.topic, w.partition)] = w.start
+        # Nothing removed from where the copies are read (the start, or the watermark's).
+        if w.target_start <= w.target_resume or (copy is not None and not copy["current"]):
+            bounds[(w.topic, w.partition)] = w.audit_from
         elif copy is None:  # the target's retention removed every copy
             bounds[(w.topic, w.partition)] = w.end
         else:
-            bounds[(w.topic, w.partition)] = max(w.start, copy["offset"])
+            bounds[(w.topic, w.partition)] = max(w.audit_from, copy["offset"])
     return bounds
 
 
@@ -80,8 +100,11 @@ def _findings(
     current = target.where("current")
     start_of = verifiable_from(inputs.windows, target)
     bounds = spark.createDataFrame(
-        [(w.topic, w.partition, w.start, start_of[(w.topic, w.partition)]) for w in inputs.windows],
-        "topic string, partition int, start bigint, verify_from bigint",
+        [
+            (w.topic, w.partition, w.start, w.resume, start_of[(w.topic, w.partition)])
+            for w in inputs.windows
+        ],
+        "topic string, partition int, start bigint, resume bigint, verify_from bigint",
     )
     copies = current.select(*KEYS, F.col("hash").alias("copy_hash"))
     # Where the target compacts, a copy with a newer copy of its key may have been removed.
@@ -135,9 +158,10 @@ def _findings(
             found.expired_on_target = int(row["n"])
     for row in source.where("cycle").groupBy("topic", "partition").count().collect():
         finding(row["topic"], row["partition"]).skipped_cycles = int(row["count"])
+    # Copies of records that left the source since the last verified one (all, on a full run).
     expired = (
         current.join(F.broadcast(bounds), ["topic", "partition"])
-        .where(F.col("offset") < F.col("start"))
+        .where((F.col("offset") < F.col("start")) & (F.col("offset") >= F.col("resume")))
         .groupBy("topic", "partition")
         .count()
     )
@@ -150,13 +174,95 @@ def _findings(
     return findings
 
 
+def judged_in_full(
+    windows: list[PartitionWindow], checkpoints: Iterable[Checkpoint]
+) -> list[PartitionWindow]:
+    """The windows with no watermark where a checkpoint lies before it (a group behind the
+    verified records, or translated to before the copies read from it): judging it takes the
+    records and copies before the watermark, so that partition is audited from its start."""
+    by_remote = {(w.remote, w.partition): w for w in windows}
+    behind = {
+        key
+        for c in checkpoints
+        if (w := by_remote.get(key := (c.topic, c.partition))) is not None
+        and (c.upstream_offset < w.resume or c.downstream_offset < w.target_resume)
+    }
+    return [replace(w, previous=None) if (w.remote, w.partition) in behind else w for w in windows]
+
+
+def _verified(
+    spark: SparkSession,
+    windows: list[PartitionWindow],
+    findings: dict[tuple[str, int], PartitionFinding],
+    bad_syncs: list[BadOffsetSync],
+    source: DataFrame,
+    current: DataFrame,
+) -> list[VerifiedPartition]:
+    """Each partition's new watermark: how far it was verified, where the copies of the records
+    after that begin on the target, and how many records are verified below it."""
+    bad = {(s.topic, s.partition) for s in bad_syncs}
+    to = {
+        (w.topic, w.partition): verified_to(
+            w.resume, w.end, findings.get((w.topic, w.partition)), (w.topic, w.partition) in bad
+        )
+        for w in windows
+    }
+    marks = F.broadcast(
+        spark.createDataFrame(
+            [(*key, offset) for key, offset in to.items()],
+            "topic string, partition int, verified_to bigint",
+        )
+    )
+    below = (
+        source.where(~F.col("cycle"))
+        .join(marks, ["topic", "partition"])
+        .where(F.col("offset") < F.col("verified_to"))
+        .groupBy("topic", "partition")
+        .count()
+        .collect()
+    )
+    counted = {(row["topic"], row["partition"]): int(row["count"]) for row in below}
+    after = (
+        current.join(marks, ["topic", "partition"])
+        .where(
+            (F.col("offset") >= F.col("verified_to"))
+            & (F.col("target_partition") == F.col("partition"))
+        )
+        .groupBy("topic", "partition")
+        .agg(F.min("target_offset").alias("first"))
+        .collect()
+    )
+    first_copy = {(row["topic"], row["partition"]): int(row["first"]) for row in after}
+    return [
+        VerifiedPartition(
+            topic=w.topic,
+            partition=w.partition,
+            audited_from=w.audit_from,
+            verified_to=to[key],
+            # No copy after the watermark yet: they can only come after the log end read.
+            target_offset=first_copy.get(key, max(w.target_end, w.target_resume)),
+            records=(w.previous.records if w.previous else 0) + counted.get(key, 0),
+        )
+        for w in windows
+        for key in [(w.topic, w.partition)]
+    ]
+
+
 def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
     started = time.monotonic()
     if not inputs.windows:  # no topic selected (yet): nothing on the target to answer for
         log.info("no selected topics: nothing to audit")
         return AuditReport(mirror=inputs.mirror, time=datetime.now(UTC), seconds=0, result="Passed")
-    windows = [w for w in inputs.windows if w.end > w.start]
-    log.info("auditing %d partitions of %d topics", len(windows), len({w.topic for w in windows}))
+    checkpoints = newest_checkpoints(spark, inputs)
+    inputs = replace(inputs, windows=judged_in_full(inputs.windows, checkpoints.values()))
+    windows = [w for w in inputs.windows if w.end > w.audit_from]
+    resumed = sum(1 for w in inputs.windows if w.previous)
+    log.info(
+        "auditing %d partitions of %d topics (%d from a watermark)",
+        len(windows),
+        len({w.topic for w in windows}),
+        resumed,
+    )
     target = target_records(spark, inputs).cache()
     source = (
         source_records(spark, inputs).cache()
@@ -179,7 +285,10 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
         .cache()
     )
     bad_syncs, syncs_checked, syncs_unverifiable = check_offset_syncs(spark, inputs, target)
-    unsafe, reread, checkpoints_checked = check_checkpoints(spark, inputs, current, copies)
+    unsafe, reread, checkpoints_checked = check_checkpoints(
+        spark, inputs, checkpoints, current, copies
+    )
+    verified = _verified(spark, inputs.windows, findings, bad_syncs, source, current)
     failed = total("missing") or total("altered") or total("lost_to_retention")
     return AuditReport(
         mirror=inputs.mirror,
@@ -187,7 +296,9 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
         seconds=round(time.monotonic() - started, 2),
         result="Failed" if failed or unsafe or bad_syncs else "Passed",
         partitions_checked=len(windows),
+        partitions_resumed=resumed,
         records_checked=in_window - total("expired_on_target"),
+        records_verified=sum(v.records for v in verified),
         missing=total("missing"),
         altered=total("altered"),
         duplicates=total("duplicates"),
@@ -209,6 +320,7 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
         findings=listed,
         bad_syncs=bad_syncs[:100],
         unsafe=unsafe[:100],
+        verified=verified,
     )
 
 

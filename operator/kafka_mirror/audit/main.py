@@ -1,5 +1,7 @@
 """`kafka-mirror audit --config FILE`: the job in each audit pod (the mirror's CronJob).
 
+Each run audits what came after the previous run's verified watermark (`watermarks.py`);
+`--full` (or a new `--full-request` value, from `spec.audit.fullAuditRequest`) audits everything.
 Exit status: 0 passed, 1 failed (records missing, altered or lost to retention, an unsafe
 checkpoint or a wrong offset sync), 2 could not audit. The summary goes into the KafkaMirror's
 `status.lastAudit`.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from kubernetes import client
@@ -19,6 +22,7 @@ from kafka_mirror.audit.checks import as_json, run_checks
 from kafka_mirror.audit.records import AuditInputs, PartitionWindow
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.spark import kafka_options, session
+from kafka_mirror.audit.watermarks import Watermark, in_effect, read_watermarks, write_watermarks
 from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
 from kafka_mirror.kube import api_client
 from kafka_mirror.topics import plan_topics
@@ -27,9 +31,12 @@ from kafka_mirror.worker.config import WorkerConfig, load
 log = logging.getLogger("kafka_mirror.audit")
 
 
-def audit_inputs(config: WorkerConfig) -> AuditInputs:
+def audit_inputs(
+    config: WorkerConfig, previous: Iterable[Watermark] = (), full_request: str | None = None
+) -> AuditInputs:
     """Per selected source partition, the window (log start to the workers' committed offset),
-    the remote partition's range, what was lost to retention, and the topics' IDs."""
+    the watermark it resumes from (if still in effect), the remote partition's range, what was
+    lost to retention after the watermark, and the topics' IDs."""
     source = ClusterReader(config.source.alias, config.source.client_config())
     target = ClusterReader(config.target.alias, config.target.client_config())
     try:
@@ -48,14 +55,33 @@ def audit_inputs(config: WorkerConfig) -> AuditInputs:
     finally:
         source.close()
         target.close()
+    kept = {(w.topic, w.partition): w for w in previous}
     windows = []
     for p in progress:
         remote = plan.mirrored[p.topic]
         target_start, target_end = target_ranges.get((remote, p.partition), (0, 0))
         end = max(p.committed or 0, p.start)
+        watermark = in_effect(
+            kept.get((p.topic, p.partition)),
+            source_ids.get(p.topic),
+            full_request,
+            p.end,
+            target_end,
+        )
+        resume = watermark.source_offset if watermark else 0
+        loss = p.loss if p.loss is not None and p.loss.end > resume else None  # reported before
         windows.append(
             PartitionWindow(
-                p.topic, remote, p.partition, p.start, end, target_start, target_end, p.loss
+                p.topic,
+                remote,
+                p.partition,
+                p.start,
+                end,
+                target_start,
+                target_end,
+                loss,
+                watermark,
+                on_target=(remote, p.partition) in target_ranges,
             )
         )
     return AuditInputs(
@@ -72,8 +98,30 @@ def audit_inputs(config: WorkerConfig) -> AuditInputs:
     )
 
 
-def audit(config: WorkerConfig, spark: SparkSession) -> AuditReport:
-    return run_checks(spark, audit_inputs(config))
+def audit(
+    config: WorkerConfig, spark: SparkSession, full: bool = False, full_request: str | None = None
+) -> AuditReport:
+    """Audit from each partition's verified watermark (from the start with `full`, or where the
+    watermark is not in effect), then keep the new watermarks on the target."""
+    target = config.target.client_config()
+    previous = [] if full else read_watermarks(target, config.source.alias, config.mirror)
+    inputs = audit_inputs(config, previous, full_request)
+    report = run_checks(spark, inputs)
+    ids = inputs.source_ids or {}
+    advanced = [
+        Watermark(
+            v.topic,
+            v.partition,
+            ids.get(v.topic),
+            v.verified_to,
+            v.target_offset,
+            v.records,
+            full_request,
+        )
+        for v in report.verified
+    ]
+    write_watermarks(target, config.source.alias, config.mirror, advanced)
+    return report
 
 
 def write_status(api: client.ApiClient, mirror: str, report: AuditReport) -> None:
@@ -92,11 +140,13 @@ def run(
     conf: dict[str, str],
     kubeconfig: Path | None,
     update_status: bool,
+    full: bool = False,
+    full_request: str | None = None,
 ) -> int:
     config = load(config_path)
     spark = session(master, conf)
     try:
-        report = audit(config, spark)
+        report = audit(config, spark, full, full_request)
         if history:
             append_history(spark, report, history)
     except ClusterUnavailable as error:

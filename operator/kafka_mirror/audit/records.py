@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kafka_mirror.audit.watermarks import Watermark
 from kafka_mirror.kafka.formats import (
     PROVENANCE_FIELDS_BYTES,
     PROVENANCE_HEADER,
@@ -27,7 +28,8 @@ from kafka_mirror.kafka.formats import (
 @dataclass(frozen=True)
 class PartitionWindow:
     """One source partition: offsets [start, end) must all be on the target (end is where the
-    workers committed); the remote partition holds offsets [target_start, target_end)."""
+    workers committed); the remote partition holds offsets [target_start, target_end). With a
+    previous run's watermark, only the offsets from it on are audited."""
 
     topic: str
     remote: str
@@ -37,6 +39,22 @@ class PartitionWindow:
     target_start: int = 0
     target_end: int = 0
     loss: RetentionLoss | None = None  # left the source before it was mirrored
+    previous: Watermark | None = None
+    on_target: bool = True  # the remote partition exists
+
+    @property
+    def resume(self) -> int:
+        """Every record below it was verified by an earlier run (0: none was)."""
+        return self.previous.source_offset if self.previous else 0
+
+    @property
+    def target_resume(self) -> int:
+        """Every copy of a record from `resume` on is at or after it on the remote partition."""
+        return self.previous.target_offset if self.previous else 0
+
+    @property
+    def audit_from(self) -> int:
+        return max(self.start, self.resume)
 
 
 @dataclass(frozen=True)
@@ -66,10 +84,13 @@ def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> Da
     return reader.load()
 
 
-def _offsets_json(windows: list[PartitionWindow], pick: Callable[[PartitionWindow], int]) -> str:
+def _offsets_json(
+    windows: list[PartitionWindow], pick: Callable[[PartitionWindow], int], remote: bool = False
+) -> str:
+    """Spark's per-partition offsets, of the source topics (or of their remote topics)."""
     by_topic: dict[str, dict[str, int]] = {}
     for w in windows:
-        by_topic.setdefault(w.topic, {})[str(w.partition)] = pick(w)
+        by_topic.setdefault(w.remote if remote else w.topic, {})[str(w.partition)] = pick(w)
     return json.dumps(by_topic)
 
 
@@ -116,7 +137,7 @@ def _names(alias: str, ids: Column) -> Callable[[Column], Column]:
 def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
     """topic, partition, offset, hash and (identity naming) whether the workers skipped it as a
     cycle, of every committed source record in the windows."""
-    windows = [w for w in inputs.windows if w.end > w.start]
+    windows = [w for w in inputs.windows if w.end > w.audit_from]
     assignment: dict[str, list[int]] = {}
     for w in windows:
         assignment.setdefault(w.topic, []).append(w.partition)
@@ -124,7 +145,7 @@ def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
         spark,
         inputs.source_options,
         assign=json.dumps(assignment),
-        startingOffsets=_offsets_json(windows, lambda w: w.start),
+        startingOffsets=_offsets_json(windows, lambda w: w.audit_from),
         endingOffsets=_offsets_json(windows, lambda w: w.end),
         includeHeaders="true",
         **{"kafka.isolation.level": "read_committed"},
@@ -144,19 +165,37 @@ def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
     )
 
 
+def _target_range(windows: list[PartitionWindow]) -> dict[str, str]:
+    """Every remote topic from its start, or (where a watermark says where the copies of the
+    records after it begin) each remote partition from there."""
+    present = [w for w in windows if w.on_target]
+    if not any(w.previous for w in present):
+        return {
+            "subscribe": ",".join(sorted({w.remote for w in windows})),
+            "startingOffsets": "earliest",
+        }
+    assignment: dict[str, list[int]] = {}
+    for w in present:
+        assignment.setdefault(w.remote, []).append(w.partition)
+    return {
+        "assign": json.dumps(assignment),
+        "startingOffsets": _offsets_json(
+            present, lambda w: max(w.target_start, w.target_resume), remote=True
+        ),
+    }
+
+
 def target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
     """Every copy on the remote topics of a record of the source cluster: where it is, the
     source record it names (topic, partition, offset, topic ID) and its content's hash."""
-    remotes = sorted({w.remote for w in inputs.windows})
     source_of = {w.remote: w.topic for w in inputs.windows}
     to_source = F.create_map(*[F.lit(name) for pair in source_of.items() for name in pair])
     raw = read_kafka(
         spark,
         inputs.target_options,
-        subscribe=",".join(remotes),
-        startingOffsets="earliest",
         endingOffsets="latest",
         includeHeaders="true",
+        **_target_range(inputs.windows),
     )
     # The newest provenance header is this hop's: STRING alias, INT32 partition, INT64 offset,
     # then (from workers that write it) the source topic's 16-byte ID.

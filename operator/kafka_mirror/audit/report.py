@@ -56,6 +56,17 @@ class UnsafeCheckpoint(ReportModel):
     first_skipped_offset: int
 
 
+class VerifiedPartition(ReportModel):
+    """A source partition's verified watermark after the run (kept for the next one)."""
+
+    topic: str
+    partition: int
+    audited_from: int  # the first offset this run audited (after the previous watermark)
+    verified_to: int  # every record below it is verified
+    target_offset: int  # where the copies of the records from verified_to on begin
+    records: int  # records verified below verified_to, this run's and earlier runs'
+
+
 def _first_offsets(field: str) -> Callable[[PartitionFinding], str | None]:
     """A finding's partition and first offsets of the kind in `field`, if it has any."""
 
@@ -81,7 +92,9 @@ class AuditReport(ReportModel):
     seconds: float
     result: Literal["Passed", "Failed"]
     partitions_checked: int = 0
-    records_checked: int = 0
+    partitions_resumed: int = 0  # audited from a previous run's watermark
+    records_checked: int = 0  # by this run
+    records_verified: int = 0  # below the watermarks: this run's and the earlier runs'
     missing: int = 0
     altered: int = 0
     duplicates: int = 0
@@ -98,6 +111,7 @@ class AuditReport(ReportModel):
     findings: list[PartitionFinding] = []
     bad_syncs: list[BadOffsetSync] = []
     unsafe: list[UnsafeCheckpoint] = []
+    verified: list[VerifiedPartition] = []
 
     def _where(self, where: Callable[[PartitionFinding], str | None]) -> str:
         """The partitions a kind of finding concerns, as `where` describes them (None: not)."""
@@ -135,6 +149,11 @@ class AuditReport(ReportModel):
             f"{self.records_checked} records in {self.partitions_checked} partitions mirrored "
             f"exactly once; {self.checkpoints_checked} checkpoints safe"
         )
+        if self.partitions_resumed:
+            message += (
+                f"; {self.partitions_resumed} partitions audited from the last verified "
+                f"watermark, {self.records_verified} records verified in all"
+            )
         unverifiable = self.expired_on_source + self.expired_on_target
         if unverifiable:
             message += (
@@ -145,6 +164,7 @@ class AuditReport(ReportModel):
             time=self.time,
             result=self.result,
             records_checked=self.records_checked,
+            records_verified=self.records_verified,
             missing=self.missing,
             altered=self.altered,
             lost_to_retention=self.lost_to_retention,

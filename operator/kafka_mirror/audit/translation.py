@@ -58,14 +58,16 @@ def check_offset_syncs(
         inputs.target_alias,
         "source" if inputs.offset_syncs_on_source else "target",
     )
-    target_end = {(w.remote, w.partition): w.target_end for w in inputs.windows}
+    target_range = {
+        (w.topic, w.partition): range(w.target_resume, w.target_end) for w in inputs.windows
+    }
     # The syncs are read after the windows: one at or past its remote partition's end then
-    # names a record written since, which this run cannot judge (a live mirror's syncs).
+    # names a record written since, which this run cannot judge (a live mirror's syncs). One
+    # before the watermark's target offset was checked by an earlier run.
     syncs = [
         s
         for s in _internal(spark, options, topic, OffsetSync.decode)
-        if (s.topic, s.partition) in remote_of
-        and s.downstream_offset < target_end[(remote_of[(s.topic, s.partition)], s.partition)]
+        if s.downstream_offset in target_range.get((s.topic, s.partition), range(0))
     ]
     log.info("offset syncs: %d to check", len(syncs))
     if not syncs:
@@ -103,16 +105,28 @@ def check_offset_syncs(
     return bad, len(syncs) - unverifiable, unverifiable
 
 
-def check_checkpoints(
-    spark: SparkSession, inputs: AuditInputs, target: DataFrame, copies: DataFrame
-) -> tuple[list[UnsafeCheckpoint], list[int], int]:
-    source_of = {(w.remote, w.partition): w.topic for w in inputs.windows}
+def newest_checkpoints(
+    spark: SparkSession, inputs: AuditInputs
+) -> dict[tuple[str, str, int], Checkpoint]:
+    """The newest checkpoint of every group and audited remote partition."""
+    remotes = {(w.remote, w.partition) for w in inputs.windows}
     newest: dict[tuple[str, str, int], Checkpoint] = {}
     for checkpoint in _internal(
         spark, inputs.target_options, checkpoints_topic(inputs.source_alias), Checkpoint.decode
     ):
-        if (checkpoint.topic, checkpoint.partition) in source_of:
+        if (checkpoint.topic, checkpoint.partition) in remotes:
             newest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+    return newest
+
+
+def check_checkpoints(
+    spark: SparkSession,
+    inputs: AuditInputs,
+    newest: dict[tuple[str, str, int], Checkpoint],
+    target: DataFrame,
+    copies: DataFrame,
+) -> tuple[list[UnsafeCheckpoint], list[int], int]:
+    source_of = {(w.remote, w.partition): w.topic for w in inputs.windows}
     log.info("checkpoints: %d to check (the newest per group and partition)", len(newest))
     if not newest:
         return [], [], 0

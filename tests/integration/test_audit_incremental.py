@@ -1,0 +1,137 @@
+"""The incremental audit against real Kafka, the real worker and real PySpark: a run after new
+records audits only those, with a full run's verdict; a loss among them is found, and found
+again by the next run; a re-created topic starts over; a full audit (`--full`, or a new
+full-audit request) ignores the watermark; a checkpoint behind it is still judged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+
+from kafka_mirror.audit.main import audit
+from kafka_mirror.audit.report import AuditReport
+from kafka_mirror.audit.watermarks import read_watermarks
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.worker.config import WorkerConfig
+from tests.helpers.audit import commit, mirror_everything, mirror_new_topic
+from tests.helpers.kafka import admin_for, create_topics, produce, records
+from tests.helpers.worker import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def verified_offsets(config: dict[str, Any], topic: str) -> dict[int, int]:
+    """Partition → the watermark kept on B for the mirror's `topic`."""
+    parsed = WorkerConfig.model_validate(config)
+    kept = read_watermarks(parsed.target.client_config(), "A", parsed.mirror)
+    return {w.partition: w.source_offset for w in kept if w.topic == topic}
+
+
+def counts(report: AuditReport) -> tuple[int, int, int]:
+    """Records checked by the run, records verified in all, partitions resumed."""
+    return report.records_checked, report.records_verified, report.partitions_resumed
+
+
+def test_a_run_after_new_records_audits_only_those_with_the_full_runs_verdict(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+) -> None:
+    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path, partitions=3, count=300)
+    parsed = WorkerConfig.model_validate(config)
+    first = audit(parsed, spark)
+    assert first.result == "Passed", first
+    assert counts(first) == (300, 300, 0)
+    assert verified_offsets(config, topic) == dict.fromkeys(range(3), 100)
+
+    produce(kafka_a.bootstrap_servers, topic, records(60, 3))
+    mirror_everything(config, topic, tmp_path, kafka_b, name="worker-again")
+    second = audit(parsed, spark)
+    assert second.result == "Passed", second
+    assert counts(second) == (60, 360, 3)
+    assert [(v.audited_from, v.verified_to) for v in second.verified] == [(100, 120)] * 3
+    assert second.summary().message.endswith(
+        "; 3 partitions audited from the last verified watermark, 360 records verified in all"
+    )
+    assert second.summary().records_verified == 360
+
+    full = audit(parsed, spark, full=True)
+    assert counts(full) == (360, 360, 0)
+    verdict = ("result", "missing", "altered", "duplicates", "lost_to_retention")
+    assert [getattr(second, k) for k in verdict] == [getattr(full, k) for k in verdict]
+    assert verified_offsets(config, topic) == dict.fromkeys(range(3), 120)
+
+
+def test_a_loss_in_the_new_records_is_found_and_audited_again(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+) -> None:
+    """10 records after the watermark that the workers' group committed though the target
+    never got them: found by the incremental run, and by the next, since the watermark stays
+    before them."""
+    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path)
+    parsed = WorkerConfig.model_validate(config)
+    assert audit(parsed, spark).result == "Passed"
+    produce(kafka_a.bootstrap_servers, topic, records(15, 1))
+    commit(kafka_a, parsed.consumer_group, topic, {0: 110})  # 100 to 109 never mirrored
+    for _ in range(2):
+        report = audit(parsed, spark)
+        assert report.result == "Failed"
+        assert (report.records_checked, report.missing, report.partitions_resumed) == (10, 10, 1)
+        (finding,) = report.findings
+        assert finding.missing_offsets == list(range(100, 110))
+        assert verified_offsets(config, topic) == {0: 100}
+
+
+def test_a_recreated_topic_starts_over(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+) -> None:
+    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path, count=100)
+    parsed = WorkerConfig.model_validate(config)
+    assert counts(audit(parsed, spark)) == (100, 100, 0)
+    admin = admin_for(kafka_a.bootstrap_servers)
+    for future in admin.delete_topics([topic]).values():
+        future.result(timeout=30)
+    wait_for(lambda: topic not in admin.list_topics().topics, 30, "the topic to go")
+    create_topics(kafka_a.bootstrap_servers, [topic])
+    produce(kafka_a.bootstrap_servers, topic, records(150, 1))  # past the old watermark
+    mirror_everything(config, topic, tmp_path, kafka_b, name="worker-again")
+    report = audit(parsed, spark)
+    assert report.result == "Passed", report
+    assert counts(report) == (150, 150, 0)
+
+
+def test_a_full_audit_ignores_the_watermark_and_a_checkpoint_behind_it_is_judged(
+    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Two partitions; group "app" at 50 on partition 1, checkpointed: its checkpoint lies
+    behind partition 1's watermark, so that partition is audited in full every run."""
+    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path, partitions=2, count=200)
+    commit(kafka_a, "app", topic, {1: 50})
+    mirror_everything(config, topic, tmp_path, kafka_b, name="worker-checkpoints")
+    parsed = WorkerConfig.model_validate(config)
+    assert audit(parsed, spark).records_checked == 200
+    again = audit(parsed, spark)
+    assert (again.records_checked, again.partitions_resumed, again.checkpoints_checked) == (
+        100,
+        1,
+        1,
+    )
+    assert again.result == "Passed", again
+
+    requested = audit(parsed, spark, full_request="2026-11-23")
+    assert (requested.records_checked, requested.partitions_resumed) == (200, 0)
+    assert audit(parsed, spark, full_request="2026-11-23").partitions_resumed == 1
+
+    # The command: --full audits everything, whatever the watermark.
+    config_path, report_path = tmp_path / "worker.yaml", tmp_path / "report.json"
+    config_path.write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "kafka_mirror", "audit", "--config", str(config_path)]
+    options = ["--master", "local[1]", "--no-status", "--report", str(report_path), "--full"]
+    finished = subprocess.run([*command, *options], capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    written = yaml.safe_load(report_path.read_text())
+    assert (written["recordsChecked"], written["partitionsResumed"]) == (200, 0)
