@@ -28,6 +28,7 @@ from kafka_mirror.devstack.prerequisites import unavailable_reason
 from kafka_mirror.kube import api_client, install_crds
 from tests.helpers.faults import Outcome
 from tests.helpers.kubectl import Kubectl
+from tests.helpers.node import NodePods
 from tests.helpers.worker import StartWorker, WorkerProcess
 
 
@@ -255,3 +256,35 @@ def node_kafka_b(
 def node_namespace(node_api: client.ApiClient) -> Iterator[str]:
     """A fresh namespace on the node's API server for one test."""
     yield from _fresh_namespace(node_api)
+
+
+@pytest.fixture
+def node_operator(
+    kube_node: KubeNode, node_api: client.ApiClient, node_namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The operator as a local process on the node's API server, its workers and audits pods
+    of the node's image."""
+    install_crds(node_api)
+    worker_image = ("--worker-image", kube_node.image)
+    process = OperatorProcess(
+        kube_node.kubeconfig, node_namespace, tmp_path, extra_args=worker_image
+    )
+    yield process.start()
+    if process.running():
+        process.stop()
+    print(f"----- operator log -----\n{process.log()[-6000:]}")
+
+
+@pytest.fixture
+def node_pods(
+    kube_node: KubeNode, node_api: client.ApiClient, node_namespace: str
+) -> Iterator[NodePods]:
+    """The namespace's pods on the node; their logs and events are shown after the test."""
+    pods = NodePods(kube_node, node_api, node_namespace)
+    yield pods
+    print(pods.diagnostics())
+
+
+@pytest.fixture
+def node_kc(kubectl: Path, kube_node: KubeNode, node_namespace: str) -> Kubectl:
+    return Kubectl(kubectl, kube_node.kubeconfig, node_namespace)
