@@ -1,15 +1,20 @@
 """What tests do with pods on the real node (devstack/node.py): list a mirror's worker pods,
 read a pod's log, run a CronJob's job now, and kill pods the way a cluster does (a container
-killed under the kubelet, a pod deleted)."""
+killed through the runtime, its process killed on the node, a pod deleted)."""
 
 from __future__ import annotations
 
+import os
+import signal
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
 from kafka_mirror.devstack import pods
+from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.node import KubeNode
+from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.render import label_selector
 
 CONTAINER_ID_SCHEME = "containerd://"
@@ -31,6 +36,12 @@ class NodePods:
             ).items
             if pod.metadata.deletion_timestamp is None and pod.status.phase == "Running"
         ]
+
+    @staticmethod
+    def running_containers(pod: Any) -> bool:
+        """Whether every container of the pod runs now (none restarting)."""
+        statuses = pod.status.container_statuses or []
+        return bool(statuses) and all(s.state.running for s in statuses)
 
     def any_workers(self, mirror: str) -> bool:
         """Whether any pod of the mirror's workers is left, stopping ones included."""
@@ -54,13 +65,30 @@ class NodePods:
         """Run the CronJob's job now and wait for it: whether it succeeded, and its log."""
         return pods.run_now(self.api, self.namespace, cronjob, timeout)
 
+    def _tasks(self, pod: Any) -> list[str]:
+        """The containerd tasks of the pod's containers."""
+        statuses = pod.status.container_statuses or []
+        return [
+            s.container_id.removeprefix(CONTAINER_ID_SCHEME) for s in statuses if s.container_id
+        ]
+
     def kill_container(self, pod: Any) -> None:
-        """SIGKILL the pod's container through containerd, under the kubelet (which restarts it,
-        as after an out-of-memory kill)."""
+        """SIGKILL the pod's containers through containerd (as the kubelet's runtime kills a
+        container); the kubelet restarts them in the same pod."""
         assert self.node.containerd is not None
-        for container in pod.status.container_statuses:
-            task = container.container_id.removeprefix(CONTAINER_ID_SCHEME)
+        for task in self._tasks(pod):
             self.node.containerd.ctr("tasks", "kill", "--signal", "SIGKILL", task)
+
+    def kill_process(self, pod: Any) -> None:
+        """SIGKILL the containers' processes from the host, by pid, as the kernel's OOM killer
+        does: the runtime only sees them exit."""
+        assert self.node.containerd is not None
+        pids = {}  # task → its process on the host
+        for line in self.node.containerd.ctr("tasks", "list").splitlines()[1:]:
+            task, pid = line.split()[:2]
+            pids[task] = int(pid)
+        for task in self._tasks(pod):
+            os.kill(pids[task], signal.SIGKILL)
 
     def delete(self, pod: Any, grace_seconds: int | None = None) -> None:
         self.core.delete_namespaced_pod(
@@ -70,3 +98,17 @@ class NodePods:
     def diagnostics(self) -> str:
         """Every pod's state and log tail, and the namespace's events: shown after a test."""
         return pods.diagnostics(self.api, self.namespace)
+
+
+@dataclass
+class NodeStack:
+    """What a test of mirrors on the node works with: Kafka A and B on the bridge address, an
+    admin client of the node's API server, a fresh namespace, the operator watching it, and the
+    namespace's pods."""
+
+    kafka_a: KafkaCluster
+    kafka_b: KafkaCluster
+    api: client.ApiClient
+    namespace: str
+    operator: OperatorProcess
+    pods: NodePods

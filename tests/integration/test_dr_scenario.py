@@ -1,6 +1,6 @@
 """The seed's disaster-recovery scenario end to end, as one test (IBM Event Streams' "Using
 mirroring in a disaster recovery example scenario"): real Kafka A and B, the real operator, the
-worker pods as local processes, a real producer and a real consumer group.
+worker pods on the real node (devstack/node.py), a real producer and a real consumer group.
 
 A producer writes `t` on A, the group reads it on A and commits mid-stream; A is cut off while
 the mirror is behind; fail over (declaratively); the group reads `t.A` on B from its committed
@@ -15,12 +15,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from kubernetes import client
 
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.kube import KubeApiServer
-from kafka_mirror.devstack.kubelet import LocalKubelet
-from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply, delete
 from tests.helpers.dr import (
     MAX_LAG,
@@ -29,17 +26,18 @@ from tests.helpers.dr import (
     checkpoints_follow,
     operation_of,
     patch_spec,
+    pause_until_stopped,
     remote_values,
     run_cli,
     start_scenario,
     values,
-    workers_stopped,
 )
 from tests.helpers.kafka import admin_for, create_topics, produce
+from tests.helpers.node import NodeStack
 from tests.helpers.objects import mirror, selection, status_of
 from tests.helpers.worker import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
 
 SWITCHES = 2  # A to B, then B to A: each may re-read up to the bound per partition
 
@@ -50,56 +48,73 @@ def topics_named(cluster: KafkaCluster, topic: str) -> set[str]:
 
 
 def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    kube_apiserver: KubeApiServer,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_stack: NodeStack,
+    kube_node: KubeNode,
 ) -> None:
-    scenario = start_scenario(kube_api, namespace, kafka_a, kafka_b)
+    scenario = start_scenario(
+        node_stack.api, node_stack.namespace, node_stack.kafka_a, node_stack.kafka_b
+    )
     t, app = scenario.topic, scenario.app
-    produce(kafka_a.bootstrap_servers, t, values(t, 300, 100))
-    assert len(remote_values(kafka_b, f"{t}.A", 400)) == 400
-    checkpoints_follow(kafka_b, kafka_a, app, t)
+    produce(node_stack.kafka_a.bootstrap_servers, t, values(t, 300, 100))
+    assert len(remote_values(node_stack.kafka_b, f"{t}.A", 400)) == 400
+    checkpoints_follow(node_stack.kafka_b, node_stack.kafka_a, app, t)
 
     # The mirror falls behind by 50 records, then A is cut off: fail over, declaratively.
-    patch_spec(kube_api, namespace, "a-to-b", {"paused": True})
-    wait_for(lambda: workers_stopped(kube_api, namespace, "a-to-b"), 60, "the workers to stop")
-    produce(kafka_a.bootstrap_servers, t, values(t, 400, 50))
-    wait_for(lambda: status_of(kube_api, namespace, "a-to-b").get("totalLag") == 50, 60, "lag 50")
-    kafka_a.stop()
+    pause_until_stopped(node_stack.api, node_stack.namespace, "a-to-b")
+    produce(node_stack.kafka_a.bootstrap_servers, t, values(t, 400, 50))
+    wait_for(
+        lambda: status_of(node_stack.api, node_stack.namespace, "a-to-b").get("totalLag") == 50,
+        60,
+        "lag 50",
+    )
+    node_stack.kafka_a.stop()
     try:
         patch_spec(
-            kube_api, namespace, "a-to-b", {"operation": {"type": "Failover", "id": "a-lost"}}
+            node_stack.api,
+            node_stack.namespace,
+            "a-to-b",
+            {"operation": {"type": "Failover", "id": "a-lost"}},
         )
         wait_for(
-            lambda: operation_of(kube_api, namespace).get("phase") == "Completed", 120, "failover"
+            lambda: operation_of(node_stack.api, node_stack.namespace).get("phase") == "Completed",
+            120,
+            "failover",
         )
-        assert operation_of(kube_api, namespace)["rpo"]["totalRecords"] == 50
+        assert operation_of(node_stack.api, node_stack.namespace)["rpo"]["totalRecords"] == 50
 
         # On B: the group reads t.A from its translated offsets; producers write the local t,
         # of which the group reads 100 before it commits and leaves.
-        read_on_b = application(kafka_b, app, [f"{t}.A"], limit=None)
-        create_topics(kafka_b.bootstrap_servers, [t], partitions=PARTITIONS)
-        produce(kafka_b.bootstrap_servers, t, values(f"{t}-on-b", 0, 150))
-        read_on_b += application(kafka_b, app, [t], limit=100)
+        read_on_b = application(node_stack.kafka_b, app, [f"{t}.A"], limit=None)
+        create_topics(node_stack.kafka_b.bootstrap_servers, [t], partitions=PARTITIONS)
+        produce(node_stack.kafka_b.bootstrap_servers, t, values(f"{t}-on-b", 0, 150))
+        read_on_b += application(node_stack.kafka_b, app, [t], limit=100)
     finally:
-        kafka_a.start()
+        node_stack.kafka_a.start()
 
     # A is back: mirror B to A what was written on B (t as t.B; never t.A back).
-    source = {"alias": "B", "bootstrapServers": kafka_b.bootstrap_servers}
-    target = {"alias": "A", "bootstrapServers": kafka_a.bootstrap_servers}
-    apply(kube_api, mirror("b-to-a", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
-    apply(kube_api, selection("failback", namespace, "b-to-a", [t], (".*\\.A",)))
-    assert len(remote_values(kafka_a, f"{t}.B", 150)) == 150
+    source = {"alias": "B", "bootstrapServers": node_stack.kafka_b.bootstrap_servers}
+    target = {"alias": "A", "bootstrapServers": node_stack.kafka_a.bootstrap_servers}
+    apply(
+        node_stack.api,
+        mirror("b-to-a", node_stack.namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}),
+    )
+    apply(node_stack.api, selection("failback", node_stack.namespace, "b-to-a", [t], (".*\\.A",)))
+    assert len(remote_values(node_stack.kafka_a, f"{t}.B", 150)) == 150
     printed = run_cli(
-        kube_apiserver.kubeconfig,
-        *("promote", "b-to-a", "--namespace", namespace, "--id", "failback", "--timeout", "180"),
+        kube_node.kubeconfig,
+        *(
+            "promote",
+            "b-to-a",
+            "--namespace",
+            node_stack.namespace,
+            "--id",
+            "failback",
+            "--timeout",
+            "180",
+        ),
     )
     assert "Completed" in printed, printed
-    failback = operation_of(kube_api, namespace, "b-to-a")
+    failback = operation_of(node_stack.api, node_stack.namespace, "b-to-a")
     assert failback["rpo"]["totalRecords"] == 0
     committed = {(c["group"], c["topic"]) for c in failback["committed"]}
     assert {(app, f"{t}.B"), (app, t)} <= committed, committed  # forward and reverse
@@ -109,8 +124,8 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     assert reverse == {p: len(range(p, 400, PARTITIONS)) for p in range(PARTITIONS)}, reverse
 
     # The group returns to A: t.B (written on B during the outage), then t.
-    read_on_a = application(kafka_a, app, [f"{t}.B"], limit=None)
-    read_on_a += application(kafka_a, app, [t], limit=None)
+    read_on_a = application(node_stack.kafka_a, app, [f"{t}.B"], limit=None)
+    read_on_a += application(node_stack.kafka_a, app, [t], limit=None)
 
     # Every record produced anywhere was read by the group at least once.
     produced = {r.value for r in values(t, 0, 450)} | {r.value for r in values(f"{t}-on-b", 0, 150)}
@@ -122,9 +137,9 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     print(f"scenario: {sum(read.values())} reads of {len(produced)} records, {rereads} re-reads")
 
     # Return to normal: the reverse mirror goes, A→B resumes and brings what A never mirrored.
-    delete(kube_api, "kafkamirror.io/v1alpha1", "KafkaMirror", namespace, "b-to-a")
-    patch_spec(kube_api, namespace, "a-to-b", {"operation": None, "paused": False})
-    produce(kafka_a.bootstrap_servers, t, values(t, 450, 50))
-    assert remote_values(kafka_b, f"{t}.A", 500) == {r.value for r in values(t, 0, 500)}
-    assert topics_named(kafka_a, t) == {t, f"{t}.B"}
-    assert topics_named(kafka_b, t) == {t, f"{t}.A"}
+    delete(node_stack.api, "kafkamirror.io/v1alpha1", "KafkaMirror", node_stack.namespace, "b-to-a")
+    patch_spec(node_stack.api, node_stack.namespace, "a-to-b", {"operation": None, "paused": False})
+    produce(node_stack.kafka_a.bootstrap_servers, t, values(t, 450, 50))
+    assert remote_values(node_stack.kafka_b, f"{t}.A", 500) == {r.value for r in values(t, 0, 500)}
+    assert topics_named(node_stack.kafka_a, t) == {t, f"{t}.B"}
+    assert topics_named(node_stack.kafka_b, t) == {t, f"{t}.A"}
