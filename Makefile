@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## The main job: dev stack up, CRDs and the example mirror applied, status shown.
+## The main job on the real node (root, Linux; elsewhere it says what it needs): the example
+## mirror run by its worker pod, its status and one audit; everything stops at the end.
 demo: $(STAMP)
 	$(BIN)/kafka-mirror demo
 

@@ -21,13 +21,13 @@ from kafka_mirror.audit.spark import session
 from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
-from kafka_mirror.devstack.kubelet import LocalKubelet
 from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.devstack.prerequisites import unavailable_reason
 from kafka_mirror.kube import api_client, install_crds
 from tests.helpers.faults import Outcome
 from tests.helpers.kubectl import Kubectl
+from tests.helpers.node import NodePods, NodeStack
 from tests.helpers.worker import StartWorker, WorkerProcess
 
 
@@ -125,30 +125,18 @@ def kubectl() -> Path:
     return KUBECTL.ensure()
 
 
-@pytest.fixture
-def operator(
-    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(kube_apiserver.kubeconfig, namespace, tmp_path).start()
-    yield process
+def _operator(process: OperatorProcess) -> Iterator[OperatorProcess]:
+    yield process.start()
     if process.running():
         process.stop()
     print(f"----- operator log -----\n{process.log()[-6000:]}")
 
 
 @pytest.fixture
-def kubelet(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[LocalKubelet]:
-    local = LocalKubelet(kube_api, namespace, tmp_path / "pods").start()
-    yield local
-    pods = [pod for pods in local.pods.values() for pod in pods]
-    local.stop()
-    for pod in pods:
-        print(f"----- pod {pod.name} (restarts {pod.restarts}) -----\n{pod.log()[-3000:]}")
-
-
-@pytest.fixture
-def kc(kubectl: Path, kube_apiserver: KubeApiServer, namespace: str) -> Kubectl:
-    return Kubectl(kubectl, kube_apiserver.kubeconfig, namespace)
+def operator(
+    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    yield from _operator(OperatorProcess(kube_apiserver.kubeconfig, namespace, tmp_path))
 
 
 @pytest.fixture
@@ -255,3 +243,43 @@ def node_kafka_b(
 def node_namespace(node_api: client.ApiClient) -> Iterator[str]:
     """A fresh namespace on the node's API server for one test."""
     yield from _fresh_namespace(node_api)
+
+
+@pytest.fixture
+def node_operator(
+    kube_node: KubeNode, node_api: client.ApiClient, node_namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The operator as a local process on the node's API server, its workers and audits pods
+    of the node's image."""
+    install_crds(node_api)
+    worker_image = ("--worker-image", kube_node.image)
+    yield from _operator(
+        OperatorProcess(kube_node.kubeconfig, node_namespace, tmp_path, extra_args=worker_image)
+    )
+
+
+@pytest.fixture
+def node_pods(
+    kube_node: KubeNode, node_api: client.ApiClient, node_namespace: str
+) -> Iterator[NodePods]:
+    """The namespace's pods on the node; their logs and events are shown after the test."""
+    pods = NodePods(kube_node, node_api, node_namespace)
+    yield pods
+    print(pods.diagnostics())
+
+
+@pytest.fixture
+def node_stack(
+    node_kafka_a: KafkaCluster,
+    node_kafka_b: KafkaCluster,
+    node_api: client.ApiClient,
+    node_namespace: str,
+    node_operator: OperatorProcess,
+    node_pods: NodePods,
+) -> NodeStack:
+    return NodeStack(node_kafka_a, node_kafka_b, node_api, node_namespace, node_operator, node_pods)
+
+
+@pytest.fixture
+def node_kc(kubectl: Path, kube_node: KubeNode, node_namespace: str) -> Kubectl:
+    return Kubectl(kubectl, kube_node.kubeconfig, node_namespace)

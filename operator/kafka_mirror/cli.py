@@ -250,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
         help="allow only bootstrap servers whose host (or host:port) matches one of these "
         "patterns (`*` matches any characters; repeatable; default: any host)",
     )
-    # Ports default from the environment too, so a local stand-in for the kubelet can move them.
+    # Ports default from the environment too: the chart and the plain manifests set them there.
     operator.add_argument(
         "--liveness",
         default=f"http://0.0.0.0:{os.environ.get('KAFKA_MIRROR_HEALTH_PORT', '8080')}/healthz",

@@ -18,6 +18,7 @@ from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
+from kafka_mirror.render import label_selector
 from tests.helpers.failover import newest_checkpoints
 from tests.helpers.kafka import Record, consume, create_topics, end_offsets, produce, unique
 from tests.helpers.objects import mirror, selection, status_of
@@ -197,12 +198,21 @@ def request_operation(
 
 
 def workers_stopped(api: client.ApiClient, namespace: str, mirror_name: str) -> bool:
-    """The Deployment's status counts no pod: the local kubelet reports it once its processes
-    have exited (its pod list empties before, while they still stop)."""
+    """The Deployment asks for no worker and none is left, stopping ones included (a pod in its
+    grace period may still mirror)."""
     deployment = client.AppsV1Api(api).read_namespaced_deployment(
         f"{mirror_name}-worker", namespace
     )
-    return deployment.spec.replicas == 0 and not (deployment.status.replicas or 0)
+    pods = client.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=label_selector(mirror_name)
+    )
+    return deployment.spec.replicas == 0 and not pods.items
+
+
+def pause_until_stopped(api: client.ApiClient, namespace: str, mirror_name: str) -> None:
+    """Pause the mirror and wait until none of its workers is left."""
+    patch_spec(api, namespace, mirror_name, {"paused": True})
+    wait_for(lambda: workers_stopped(api, namespace, mirror_name), 60, "the workers to stop")
 
 
 class AckedProducer(threading.Thread):

@@ -1,6 +1,6 @@
 """The seed's disaster-recovery scenario end to end, as one test (IBM Event Streams' "Using
 mirroring in a disaster recovery example scenario"): real Kafka A and B, the real operator, the
-worker pods as local processes, a real producer and a real consumer group.
+worker pods on the real node (devstack/node.py), a real producer and a real consumer group.
 
 A producer writes `t` on A, the group reads it on A and commits mid-stream; A is cut off while
 the mirror is behind; fail over (declaratively); the group reads `t.A` on B from its committed
@@ -23,9 +23,7 @@ import pytest
 from kubernetes import client
 
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.kube import KubeApiServer
-from kafka_mirror.devstack.kubelet import LocalKubelet
-from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
 from tests.helpers.dr import (
     MAX_LAG,
@@ -34,16 +32,18 @@ from tests.helpers.dr import (
     checkpoints_follow,
     operation_of,
     patch_spec,
+    pause_until_stopped,
     remote_values,
     start_scenario,
     values,
     workers_stopped,
 )
 from tests.helpers.kafka import admin_for, create_topics, produce
+from tests.helpers.node import NodeStack
 from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
 from tests.helpers.worker import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
 
 SWITCHES = 2  # A to B, then B to A: each may re-read up to the bound per partition
 
@@ -54,15 +54,12 @@ def topics_named(cluster: KafkaCluster, topic: str) -> set[str]:
 
 
 def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    kube_apiserver: KubeApiServer,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_stack: NodeStack,
+    kube_node: KubeNode,
     tmp_path: Path,
 ) -> None:
+    kafka_a, kafka_b = node_stack.kafka_a, node_stack.kafka_b
+    kube_api, namespace = node_stack.api, node_stack.namespace
     scenario = start_scenario(kube_api, namespace, kafka_a, kafka_b)
     t, app = scenario.topic, scenario.app
     produce(kafka_a.bootstrap_servers, t, values(t, 300, 100))
@@ -70,8 +67,7 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     checkpoints_follow(kafka_b, kafka_a, app, t)
 
     # The mirror falls behind by 50 records, then A is cut off: fail over, declaratively.
-    patch_spec(kube_api, namespace, "a-to-b", {"paused": True})
-    wait_for(lambda: workers_stopped(kube_api, namespace, "a-to-b"), 60, "the workers to stop")
+    pause_until_stopped(kube_api, namespace, "a-to-b")
     produce(kafka_a.bootstrap_servers, t, values(t, 400, 50))
     wait_for(lambda: status_of(kube_api, namespace, "a-to-b").get("totalLag") == 50, 60, "lag 50")
     kafka_a.stop()
@@ -108,15 +104,15 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
             [
                 *(sys.executable, "-m", "kafka_mirror", "return", "b-to-a", "--resume", "a-to-b"),
                 *("--namespace", namespace, "--id", "back-to-a", "--timeout", "240"),
-                *("--kubeconfig", str(kube_apiserver.kubeconfig)),
+                *("--kubeconfig", str(kube_node.kubeconfig)),
             ],
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
         wait_for(lambda: bool(operation_of(kube_api, namespace, "b-to-a")), 60, "the return")
-        assert not kubelet.pods_of("a-to-b-worker")
-        operator.kill()
-        operator.start()
+        assert not node_stack.pods.any_workers("a-to-b")
+        node_stack.operator.kill()
+        node_stack.operator.start()
         assert cli.wait(timeout=300) == 0, output.read_text()
     printed = output.read_text()
     assert "Return back-to-a requested" in printed and "Completed" in printed, printed
@@ -132,7 +128,7 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     wait_for(lambda: workers_stopped(kube_api, namespace, "b-to-a"), 60, "b-to-a to stop")
     resumed = operation_of(kube_api, namespace)["resumedBy"]
     assert (resumed["mirror"], resumed["id"]) == ("b-to-a", "back-to-a")
-    assert kubelet.pods_of("a-to-b-worker")
+    wait_for(lambda: node_stack.pods.any_workers("a-to-b"), 120, "a-to-b's workers")
     a_to_b = get_custom(kube_api, namespace, "kafkamirrors", "a-to-b")
     assert a_to_b["spec"]["operation"]["id"] == "a-lost"
     assert condition(a_to_b, "OperationDone")["reason"] == "Resumed"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -12,17 +11,12 @@ import pytest
 import yaml
 from kubernetes import client
 
-from kafka_mirror import smoke
-from kafka_mirror.demo import example_objects
 from kafka_mirror.devstack.builds import prometheus_operator_crds
-from kafka_mirror.devstack.kafka import KafkaCluster
 from kafka_mirror.devstack.kube import KubeApiServer
-from kafka_mirror.devstack.kubelet import LocalKubelet
-from kafka_mirror.kube import api_client, apply
+from kafka_mirror.kube import api_client
 from tests.helpers.helm import CHART, run_helm
 from tests.helpers.kubectl import kubectl as run_kubectl
 from tests.helpers.metrics import exported_metric_names, metric_names_in
-from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.helm
 
@@ -86,7 +80,7 @@ def test_the_monitoring_objects_pass_the_prometheus_operators_schemas(
     assert "configmap/monitored-kafka-mirror-operator-dashboard" in listed
 
 
-# --- the chart's operator, end to end ---------------------------------------------------------
+# --- the chart's RBAC (its operator end to end: test_node_e2e.py, on the real node) ---
 
 RELEASE = "kafka-mirror-operator"  # the chart's full name is then the release name
 
@@ -97,50 +91,6 @@ def can_i(kubectl: Path, kubeconfig: Path, account: str, *request: str) -> bool:
     )
     assert result.stdout.strip() in ("yes", "no"), result.stderr
     return result.stdout.strip() == "yes"
-
-
-@pytest.mark.kafka
-@pytest.mark.kube
-def test_the_charts_operator_mirrors_with_only_the_rbac_the_chart_grants(
-    helm: Path,
-    kubectl: Path,
-    kube_apiserver: KubeApiServer,
-    kube_api: client.ApiClient,
-    namespace: str,
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    tmp_path: Path,
-) -> None:
-    kubeconfig = kube_apiserver.kubeconfig
-    run_helm(
-        helm,
-        tmp_path,
-        *("install", RELEASE, str(CHART), "--namespace", namespace),
-        *("--set", "statusInterval=2"),
-        kubeconfig=kubeconfig,
-    )
-    # The chart's operator Deployment, run as the kubelet would: its command and arguments,
-    # and a token for the chart's ServiceAccount (TokenRequest), so the API server checks
-    # every call the operator makes against the chart's Role.
-    kubelet = LocalKubelet(kube_api, namespace, tmp_path / "pods").start()
-    out = io.StringIO()
-    try:
-        wait_for(lambda: bool(kubelet.pods_of(RELEASE)), 30, "the operator's pod")
-        for body in example_objects(
-            kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, namespace
-        ):
-            apply(kube_api, body)
-        clusters = smoke.Clusters(kafka_a.bootstrap_servers, kafka_b.bootstrap_servers)
-        mirrored = smoke.run(kube_api, namespace, "a-to-b", clusters, out, timeout=240)
-    finally:
-        pods = [pod for pods in kubelet.pods.values() for pod in pods]
-        kubelet.stop()
-        print(out.getvalue())
-        for pod in pods:
-            print(f"----- pod {pod.name} (restarts {pod.restarts}) -----\n{pod.log()[-4000:]}")
-    assert mirrored, out.getvalue()
-    operator_log = pods[0].log()
-    assert "Forbidden" not in operator_log and " 403" not in operator_log
 
 
 @pytest.mark.kube

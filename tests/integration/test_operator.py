@@ -1,5 +1,6 @@
-"""The operator end to end: real kube-apiserver, real Kafka A and B, the real operator process,
-and the worker pods run as local processes exactly as the Deployments it wrote say."""
+"""The operator end to end on the real node (devstack/node.py): real Kafka A and B on the
+node's bridge address, the real operator process on the node's API server, and the worker and
+audit pods of the node's image that the kubelet runs from the objects it wrote."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
-from kafka_mirror.devstack.kubelet import LocalKubelet
-from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER
 from kafka_mirror.kube import apply
 from tests.helpers.kafka import consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
+from tests.helpers.node import NodeStack
 from tests.helpers.objects import (
     condition,
     exists,
@@ -31,7 +31,7 @@ from tests.helpers.objects import (
 )
 from tests.helpers.worker import group_offsets, wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
 STATUS_TICKS = 5  # seconds: two of the test operator's status refreshes
 
 
@@ -39,89 +39,96 @@ STATUS_TICKS = 5  # seconds: two of the test operator's status refreshes
 
 
 def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
-    kc: Kubectl,
+    node_stack: NodeStack,
+    node_kc: Kubectl,
 ) -> None:
     p = unique()
     topics = [f"{p}.orders", f"{p}.payments"]
-    create_topics(kafka_a.bootstrap_servers, topics, partitions=3)
-    create_topics(kafka_a.bootstrap_servers, [f"{p}.scratch"])
-    apply(kube_api, secret("source-login", namespace, password=SCRAM_PASSWORD))
+    create_topics(node_stack.kafka_a.bootstrap_servers, topics, partitions=3)
+    create_topics(node_stack.kafka_a.bootstrap_servers, [f"{p}.scratch"])
+    apply(node_stack.api, secret("source-login", node_stack.namespace, password=SCRAM_PASSWORD))
     source = {
-        "bootstrapServers": kafka_a.sasl_bootstrap_servers,
+        "bootstrapServers": node_stack.kafka_a.sasl_bootstrap_servers,
         "sasl": {
             "mechanism": SCRAM_MECHANISM,
             "username": SCRAM_USER,
             "passwordSecret": {"name": "source-login", "key": "password"},
         },
     }
-    target = {"bootstrapServers": kafka_b.bootstrap_servers}
-    apply(kube_api, mirror("a-to-b", namespace, source, target, replicas=2))
+    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
+    apply(node_stack.api, mirror("a-to-b", node_stack.namespace, source, target, replicas=2))
     apply(
-        kube_api,
-        selection("orders", namespace, "a-to-b", [f"{re.escape(p)}\\..*"], (".*\\.scratch",)),
+        node_stack.api,
+        selection(
+            "orders", node_stack.namespace, "a-to-b", [f"{re.escape(p)}\\..*"], (".*\\.scratch",)
+        ),
     )
 
-    apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
+    apps, core = client.AppsV1Api(node_stack.api), client.CoreV1Api(node_stack.api)
     wait_for(
-        lambda: exists(apps.read_namespaced_deployment, "a-to-b-worker", namespace),
+        lambda: exists(apps.read_namespaced_deployment, "a-to-b-worker", node_stack.namespace),
         30,
         "the worker Deployment",
     )
     for topic in topics:
-        produce(kafka_a.bootstrap_servers, topic, records(300, partitions=3))
-    produce(kafka_a.bootstrap_servers, f"{p}.scratch", records(5, partitions=1))
+        produce(node_stack.kafka_a.bootstrap_servers, topic, records(300, partitions=3))
+    produce(node_stack.kafka_a.bootstrap_servers, f"{p}.scratch", records(5, partitions=1))
     for topic in topics:
-        assert len(consume(kafka_b.bootstrap_servers, f"{topic}.A", 300, timeout=90)) == 300
+        assert (
+            len(consume(node_stack.kafka_b.bootstrap_servers, f"{topic}.A", 300, timeout=90)) == 300
+        )
 
-    kc("wait", "--for=condition=Ready", "kafkamirror/a-to-b", "--timeout=60s")
+    node_kc("wait", "--for=condition=Ready", "kafkamirror/a-to-b", "--timeout=60s")
     wait_for(
         lambda: (
-            status_of(kube_api, namespace, "a-to-b").get("activeTopics") == topics
-            and status_of(kube_api, namespace, "a-to-b").get("totalLag") == 0
+            status_of(node_stack.api, node_stack.namespace, "a-to-b").get("activeTopics") == topics
+            and status_of(node_stack.api, node_stack.namespace, "a-to-b").get("totalLag") == 0
         ),
         30,
         "status to list the active topics with no lag",
     )
-    status = status_of(kube_api, namespace, "a-to-b")
+    status = status_of(node_stack.api, node_stack.namespace, "a-to-b")
     assert {t["name"]: t["lag"] for t in status["topics"]} == dict.fromkeys(topics, 0)
     assert all(t["latencySeconds"] == 0 for t in status["topics"])
     assert (status["replicas"], status["readyReplicas"]) == (2, 2)
-    assert len(kubelet.pods_of("a-to-b-worker")) == 2
+    assert len(node_stack.pods.workers("a-to-b")) == 2
     assert (
-        condition(get_custom(kube_api, namespace, "kafkamirrors", "a-to-b"), "Ready")["reason"]
+        condition(
+            get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", "a-to-b"), "Ready"
+        )["reason"]
         == "Mirroring"
     )
 
-    table = kc("get", "kafkamirrors")
+    table = node_kc("get", "kafkamirrors")
     header, row = table.splitlines()[:2]
     assert header.split()[:4] == ["NAME", "READY", "REPLICAS", "ACTIVE"]
     assert row.split()[:5] == ["a-to-b", "True", "2", "2", "0"]
 
-    chosen = get_custom(kube_api, namespace, "mirrortopicselections", "orders")
+    chosen = get_custom(node_stack.api, node_stack.namespace, "mirrortopicselections", "orders")
     assert chosen["status"]["matchedTopics"] == topics
     assert condition(chosen, "Ready")["status"] == "True"
 
     # Credentials stay in their Secret: the pods reference it, nothing else holds the value.
-    config_map = core.read_namespaced_config_map("a-to-b-worker-config", namespace)
+    config_map = core.read_namespaced_config_map("a-to-b-worker-config", node_stack.namespace)
     assert SCRAM_PASSWORD not in yaml.safe_dump(config_map.data)
-    deployment = apps.read_namespaced_deployment("a-to-b-worker", namespace)
+    deployment = apps.read_namespaced_deployment("a-to-b-worker", node_stack.namespace)
     env = deployment.spec.template.spec.containers[0].env
     assert [e.value_from.secret_key_ref.name for e in env] == ["source-login"]
-    assert SCRAM_PASSWORD not in str(status) and SCRAM_PASSWORD not in operator.log()
+    assert SCRAM_PASSWORD not in str(status) and SCRAM_PASSWORD not in node_stack.operator.log()
     for child in ("a-to-b-metrics",):
-        assert exists(core.read_namespaced_service, child, namespace)
-    assert exists(client.BatchV1Api(kube_api).read_namespaced_cron_job, "a-to-b-audit", namespace)
+        assert exists(core.read_namespaced_service, child, node_stack.namespace)
+    assert exists(
+        client.BatchV1Api(node_stack.api).read_namespaced_cron_job,
+        "a-to-b-audit",
+        node_stack.namespace,
+    )
 
     # What Prometheus scrapes from the operator says the same as the status.
-    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics") as response:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{node_stack.operator.metrics_port}/metrics"
+    ) as response:
         scraped = response.read().decode()
-    labels = f'mirror="a-to-b",namespace="{namespace}"'
+    labels = f'mirror="a-to-b",namespace="{node_stack.namespace}"'
     assert f"kafka_mirror_ready{{{labels}}} 1.0" in scraped
     assert f"kafka_mirror_workers_ready{{{labels}}} 2.0" in scraped
     assert f"kafka_mirror_active_topics{{{labels}}} 2.0" in scraped
@@ -135,96 +142,119 @@ def deployment_replicas(api: client.ApiClient, namespace: str, name: str) -> int
 
 
 def test_selection_changes_scaling_pausing_and_deleting_take_effect(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
-    kc: Kubectl,
+    node_stack: NodeStack,
+    node_kc: Kubectl,
 ) -> None:
     p = unique()
     first, second = f"{p}.first", f"{p}.second"
-    create_topics(kafka_a.bootstrap_servers, [first, second])
+    create_topics(node_stack.kafka_a.bootstrap_servers, [first, second])
     for topic in (first, second):
-        produce(kafka_a.bootstrap_servers, topic, records(50, partitions=1))
-    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
-    apply(kube_api, mirror("m", namespace, plain, {"bootstrapServers": kafka_b.bootstrap_servers}))
-    apply(kube_api, selection("team", namespace, "m", [re.escape(first)]))
-    consume(kafka_b.bootstrap_servers, f"{first}.A", 50, timeout=90)
+        produce(node_stack.kafka_a.bootstrap_servers, topic, records(50, partitions=1))
+    plain = {"bootstrapServers": node_stack.kafka_a.bootstrap_servers}
+    apply(
+        node_stack.api,
+        mirror(
+            "m",
+            node_stack.namespace,
+            plain,
+            {"bootstrapServers": node_stack.kafka_b.bootstrap_servers},
+        ),
+    )
+    apply(node_stack.api, selection("team", node_stack.namespace, "m", [re.escape(first)]))
+    consume(node_stack.kafka_b.bootstrap_servers, f"{first}.A", 50, timeout=90)
     wait_for(
-        lambda: status_of(kube_api, namespace, "m").get("activeTopics") == [first],
+        lambda: status_of(node_stack.api, node_stack.namespace, "m").get("activeTopics") == [first],
         30,
         "the first topic to be active",
     )
 
     # Updating a selection replaces it: the second topic is mirrored, the first no longer.
-    apply(kube_api, selection("team", namespace, "m", [re.escape(second)]))
-    consume(kafka_b.bootstrap_servers, f"{second}.A", 50, timeout=60)
+    apply(node_stack.api, selection("team", node_stack.namespace, "m", [re.escape(second)]))
+    consume(node_stack.kafka_b.bootstrap_servers, f"{second}.A", 50, timeout=60)
     wait_for(
-        lambda: status_of(kube_api, namespace, "m").get("activeTopics") == [second],
+        lambda: (
+            status_of(node_stack.api, node_stack.namespace, "m").get("activeTopics") == [second]
+        ),
         30,
         "only the second topic to be active",
     )
-    produce(kafka_a.bootstrap_servers, first, records(20, partitions=1))
-    assert "SelectionsApplied" in kc("get", "events", "--field-selector=involvedObject.name=m")
+    produce(node_stack.kafka_a.bootstrap_servers, first, records(20, partitions=1))
+    assert "SelectionsApplied" in node_kc("get", "events", "--field-selector=involvedObject.name=m")
 
     # kubectl scale goes through the scale subresource to the workers.
-    kc("scale", "kafkamirror/m", "--replicas=3")
-    wait_for(lambda: deployment_replicas(kube_api, namespace, "m-worker") == 3, 30, "3 replicas")
+    node_kc("scale", "kafkamirror/m", "--replicas=3")
     wait_for(
-        lambda: status_of(kube_api, namespace, "m").get("readyReplicas") == 3,
+        lambda: deployment_replicas(node_stack.api, node_stack.namespace, "m-worker") == 3,
+        30,
+        "3 replicas",
+    )
+    wait_for(
+        lambda: status_of(node_stack.api, node_stack.namespace, "m").get("readyReplicas") == 3,
         60,
         "3 ready workers in status",
     )
-    assert len(kubelet.pods_of("m-worker")) == 3
+    assert len(node_stack.pods.workers("m")) == 3
 
     # Pausing stops every worker and says so.
-    kc("patch", "kafkamirror/m", "--type=merge", "-p", '{"spec":{"paused":true}}')
-    wait_for(lambda: deployment_replicas(kube_api, namespace, "m-worker") == 0, 30, "0 replicas")
+    node_kc("patch", "kafkamirror/m", "--type=merge", "-p", '{"spec":{"paused":true}}')
+    wait_for(
+        lambda: deployment_replicas(node_stack.api, node_stack.namespace, "m-worker") == 0,
+        30,
+        "0 replicas",
+    )
     wait_for(
         lambda: (
-            condition(get_custom(kube_api, namespace, "kafkamirrors", "m"), "Paused").get("status")
+            condition(
+                get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", "m"), "Paused"
+            ).get("status")
             == "True"
         ),
         30,
         "the Paused condition",
     )
-    ready = condition(get_custom(kube_api, namespace, "kafkamirrors", "m"), "Ready")
+    ready = condition(
+        get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", "m"), "Ready"
+    )
     assert (ready["status"], ready["reason"]) == ("False", "Paused")
-    wait_for(lambda: not kubelet.pods_of("m-worker"), 60, "the workers to stop")
-    produce(kafka_a.bootstrap_servers, second, records(10, partitions=1))
-    kc("patch", "kafkamirror/m", "--type=merge", "-p", '{"spec":{"paused":false}}')
+    wait_for(lambda: not node_stack.pods.any_workers("m"), 60, "the workers to stop")
+    produce(node_stack.kafka_a.bootstrap_servers, second, records(10, partitions=1))
+    node_kc("patch", "kafkamirror/m", "--type=merge", "-p", '{"spec":{"paused":false}}')
     # At least once: a rebalance may send a record twice, so the check is the workers' own
     # (everything committed, which they do once B acknowledged it) and B's count, not equality.
-    group = f"kafka-mirror.{namespace}.m"
+    group = f"kafka-mirror.{node_stack.namespace}.m"
 
     def paused_records_arrived() -> bool:
-        committed = group_offsets(kafka_a, group).get((second, 0), 0)
-        return committed == 60 and remote_end(kafka_b, f"{second}.A") >= 60
+        committed = group_offsets(node_stack.kafka_a, group).get((second, 0), 0)
+        return committed == 60 and remote_end(node_stack.kafka_b, f"{second}.A") >= 60
 
     try:
         wait_for(paused_records_arrived, 90, "the paused records to arrive")
     except AssertionError as timeout:
-        committed = group_offsets(kafka_a, group).get((second, 0))
-        end = remote_end(kafka_b, f"{second}.A")
+        committed = group_offsets(node_stack.kafka_a, group).get((second, 0))
+        end = remote_end(node_stack.kafka_b, f"{second}.A")
         raise AssertionError(f"{timeout} (committed {committed}, on B {end})") from None
     # The deselected topic got nothing after its selection changed.
-    assert remote_end(kafka_b, f"{first}.A") == 50
+    assert remote_end(node_stack.kafka_b, f"{first}.A") == 50
 
     # Deleting the mirror removes its children; the remote topics stay on B.
-    kc("delete", "kafkamirror/m", "--timeout=60s")
-    apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
-    assert not exists(apps.read_namespaced_deployment, "m-worker", namespace)
-    assert not exists(core.read_namespaced_config_map, "m-worker-config", namespace)
-    assert not exists(core.read_namespaced_service, "m-metrics", namespace)
-    assert not exists(client.BatchV1Api(kube_api).read_namespaced_cron_job, "m-audit", namespace)
-    wait_for(lambda: not kubelet.pods_of("m-worker"), 60, "the workers to stop")
-    assert remote_end(kafka_b, f"{first}.A") == 50 and remote_end(kafka_b, f"{second}.A") >= 60
+    node_kc("delete", "kafkamirror/m", "--timeout=60s")
+    apps, core = client.AppsV1Api(node_stack.api), client.CoreV1Api(node_stack.api)
+    assert not exists(apps.read_namespaced_deployment, "m-worker", node_stack.namespace)
+    assert not exists(core.read_namespaced_config_map, "m-worker-config", node_stack.namespace)
+    assert not exists(core.read_namespaced_service, "m-metrics", node_stack.namespace)
+    assert not exists(
+        client.BatchV1Api(node_stack.api).read_namespaced_cron_job, "m-audit", node_stack.namespace
+    )
+    wait_for(lambda: not node_stack.pods.any_workers("m"), 60, "the workers to stop")
+    assert (
+        remote_end(node_stack.kafka_b, f"{first}.A") == 50
+        and remote_end(node_stack.kafka_b, f"{second}.A") >= 60
+    )
     wait_for(
         lambda: (
             condition(
-                get_custom(kube_api, namespace, "mirrortopicselections", "team"), "MirrorFound"
+                get_custom(node_stack.api, node_stack.namespace, "mirrortopicselections", "team"),
+                "MirrorFound",
             ).get("reason")
             == "MirrorNotFound"
         ),
@@ -237,23 +267,18 @@ def test_selection_changes_scaling_pausing_and_deleting_take_effect(
 
 
 def test_bad_input_shows_as_conditions_and_other_mirrors_keep_working(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_stack: NodeStack,
 ) -> None:
     p = unique()
     good, too_long = f"{p}.good", f"{p}." + "x" * (247 - len(p))
-    create_topics(kafka_a.bootstrap_servers, [good, too_long])
-    produce(kafka_a.bootstrap_servers, good, records(20, partitions=1))
-    target = {"bootstrapServers": kafka_b.bootstrap_servers}
-    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
+    create_topics(node_stack.kafka_a.bootstrap_servers, [good, too_long])
+    produce(node_stack.kafka_a.bootstrap_servers, good, records(20, partitions=1))
+    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
+    plain = {"bootstrapServers": node_stack.kafka_a.bootstrap_servers}
 
     def scram(secret_name: str) -> dict[str, Any]:
         return {
-            "bootstrapServers": kafka_a.sasl_bootstrap_servers,
+            "bootstrapServers": node_stack.kafka_a.sasl_bootstrap_servers,
             "sasl": {
                 "mechanism": SCRAM_MECHANISM,
                 "username": SCRAM_USER,
@@ -261,18 +286,24 @@ def test_bad_input_shows_as_conditions_and_other_mirrors_keep_working(
             },
         }
 
-    apply(kube_api, secret("wrong-login", namespace, password="not-the-password-51c"))
-    apply(kube_api, mirror("good", namespace, plain, target))
-    apply(kube_api, selection("good", namespace, "good", [f"{re.escape(p)}\\..*"]))
-    apply(kube_api, selection("broken", namespace, "good", ["[unclosed"]))
-    apply(kube_api, selection("orphan", namespace, "missing", [".*"]))
+    apply(
+        node_stack.api, secret("wrong-login", node_stack.namespace, password="not-the-password-51c")
+    )
+    apply(node_stack.api, mirror("good", node_stack.namespace, plain, target))
+    apply(node_stack.api, selection("good", node_stack.namespace, "good", [f"{re.escape(p)}\\..*"]))
+    apply(node_stack.api, selection("broken", node_stack.namespace, "good", ["[unclosed"]))
+    apply(node_stack.api, selection("orphan", node_stack.namespace, "missing", [".*"]))
     closed = {"bootstrapServers": "127.0.0.1:1"}
-    apply(kube_api, mirror("unreachable", namespace, closed, target))
-    apply(kube_api, mirror("wrong-password", namespace, scram("wrong-login"), target))
-    apply(kube_api, mirror("no-secret", namespace, scram("absent"), target))
+    apply(node_stack.api, mirror("unreachable", node_stack.namespace, closed, target))
+    apply(
+        node_stack.api, mirror("wrong-password", node_stack.namespace, scram("wrong-login"), target)
+    )
+    apply(node_stack.api, mirror("no-secret", node_stack.namespace, scram("absent"), target))
 
     def ready(name: str) -> dict[str, Any]:
-        return condition(get_custom(kube_api, namespace, "kafkamirrors", name), "Ready")
+        return condition(
+            get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", name), "Ready"
+        )
 
     def has_ready_reason(name: str, reason: str) -> bool:
         return ready(name).get("reason") == reason
@@ -290,68 +321,68 @@ def test_bad_input_shows_as_conditions_and_other_mirrors_keep_working(
         assert ready(name)["status"] == "False"
         assert message in ready(name)["message"]
     assert "not-the-password-51c" not in str(
-        get_custom(kube_api, namespace, "kafkamirrors", "wrong-password")
+        get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", "wrong-password")
     )
 
-    consume(kafka_b.bootstrap_servers, f"{good}.A", 20, timeout=90)
+    consume(node_stack.kafka_b.bootstrap_servers, f"{good}.A", 20, timeout=90)
     wait_for(lambda: ready("good").get("status") == "True", 60, "the good mirror to be Ready")
     wait_for(
-        lambda: status_of(kube_api, namespace, "good").get("activeTopics") == [good],
+        lambda: (
+            status_of(node_stack.api, node_stack.namespace, "good").get("activeTopics") == [good]
+        ),
         30,
         "the good topic to be listed active",
     )
-    good_mirror = get_custom(kube_api, namespace, "kafkamirrors", "good")
+    good_mirror = get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", "good")
     assert [s["name"] for s in good_mirror["status"]["skippedTopics"]] == [too_long]
     assert "over Kafka's limit of 249" in good_mirror["status"]["skippedTopics"][0]["reason"]
     degraded = condition(good_mirror, "Degraded")
     assert degraded["status"] == "True"
     assert "selection broken" in degraded["message"] and too_long[:20] in degraded["message"]
 
-    broken = get_custom(kube_api, namespace, "mirrortopicselections", "broken")
+    broken = get_custom(node_stack.api, node_stack.namespace, "mirrortopicselections", "broken")
     assert condition(broken, "Ready")["reason"] == "InvalidPattern"
     assert broken["status"]["invalidPatterns"] == ["includes[0] '[unclosed': missing ]: [unclosed"]
     wait_for(
         lambda: (
             condition(
-                get_custom(kube_api, namespace, "mirrortopicselections", "orphan"), "Ready"
+                get_custom(node_stack.api, node_stack.namespace, "mirrortopicselections", "orphan"),
+                "Ready",
             ).get("reason")
             == "MirrorNotFound"
         ),
         30,
         "the orphan selection's condition",
     )
-    assert operator.running()
-    assert "not-the-password-51c" not in operator.log()
+    assert node_stack.operator.running()
+    assert "not-the-password-51c" not in node_stack.operator.log()
 
 
 # --- operator restarts --------------------------------------------------------------------------
 
 
 def test_an_operator_restarted_mid_way_converges_without_duplicates(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_stack: NodeStack,
 ) -> None:
     names = [f"m{i}" for i in range(5)]
-    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
-    target = {"bootstrapServers": kafka_b.bootstrap_servers}
+    plain = {"bootstrapServers": node_stack.kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
     for name in names:
-        apply(kube_api, mirror(name, namespace, plain, target))
-        apply(kube_api, selection(name, namespace, name, [f"{name}-never-created"]))
-    operator.kill()  # SIGKILL while it is creating the children
-    operator.start()
+        apply(node_stack.api, mirror(name, node_stack.namespace, plain, target))
+        apply(
+            node_stack.api, selection(name, node_stack.namespace, name, [f"{name}-never-created"])
+        )
+    node_stack.operator.kill()  # SIGKILL while it is creating the children
+    node_stack.operator.start()
 
     def ready(name: str) -> bool:
-        found = get_custom(kube_api, namespace, "kafkamirrors", name)
+        found = get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", name)
         return condition(found, "Ready").get("status") == "True"
 
     for name in names:
         wait_for(partial(ready, name), 90, f"{name} to be Ready after the restart")
-    apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
-    batch = client.BatchV1Api(kube_api)
+    apps, core = client.AppsV1Api(node_stack.api), client.CoreV1Api(node_stack.api)
+    batch = client.BatchV1Api(node_stack.api)
     for listing in (
         apps.list_namespaced_deployment,
         core.list_namespaced_config_map,
@@ -360,12 +391,12 @@ def test_an_operator_restarted_mid_way_converges_without_duplicates(
     ):
         owners = [
             ref.name
-            for item in listing(namespace, label_selector="kafkamirror.io/mirror").items
+            for item in listing(node_stack.namespace, label_selector="kafkamirror.io/mirror").items
             for ref in item.metadata.owner_references or []
         ]
         assert sorted(owners) == names, listing.__name__
     for name in names:
-        found = get_custom(kube_api, namespace, "kafkamirrors", name)
+        found = get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", name)
         assert found["metadata"]["finalizers"] == ["kafkamirror.io/finalizer"]
 
 
@@ -374,36 +405,34 @@ def test_an_operator_restarted_mid_way_converges_without_duplicates(
 
 @pytest.mark.spark
 def test_the_audit_cronjob_runs_its_job_and_the_result_reaches_the_status(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
-    kc: Kubectl,
+    node_stack: NodeStack,
+    node_kc: Kubectl,
 ) -> None:
     p = unique()
     topic = f"{p}.audited"
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
-    produce(kafka_a.bootstrap_servers, topic, records(200, partitions=2))
-    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
-    target = {"bootstrapServers": kafka_b.bootstrap_servers}
-    apply(kube_api, mirror("m", namespace, plain, target, audit={"spark": {"master": "local[2]"}}))
-    apply(kube_api, selection("team", namespace, "m", [re.escape(topic)]))
+    create_topics(node_stack.kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(node_stack.kafka_a.bootstrap_servers, topic, records(200, partitions=2))
+    plain = {"bootstrapServers": node_stack.kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
+    apply(
+        node_stack.api,
+        mirror("m", node_stack.namespace, plain, target, audit={"spark": {"master": "local[2]"}}),
+    )
+    apply(node_stack.api, selection("team", node_stack.namespace, "m", [re.escape(topic)]))
     wait_for(
         lambda: (
-            status_of(kube_api, namespace, "m").get("activeTopics") == [topic]
-            and status_of(kube_api, namespace, "m").get("totalLag") == 0
+            status_of(node_stack.api, node_stack.namespace, "m").get("activeTopics") == [topic]
+            and status_of(node_stack.api, node_stack.namespace, "m").get("totalLag") == 0
         ),
         90,
         "the topic mirrored with no lag",
     )
 
-    job = kubelet.run_job("m-audit")  # the CronJob's job template, as the kubelet would run it
-    assert job.process is not None and job.process.returncode == 0, job.log()[-3000:]
-    audit = status_of(kube_api, namespace, "m")["lastAudit"]
+    succeeded, log = node_stack.pods.run_cronjob("m-audit")
+    assert succeeded, log[-3000:]
+    audit = status_of(node_stack.api, node_stack.namespace, "m")["lastAudit"]
     assert (audit["result"], audit["recordsChecked"], audit["missing"]) == ("Passed", 200, 0)
-    kc("wait", "--for=condition=AuditPassed", "kafkamirror/m", "--timeout=30s")
+    node_kc("wait", "--for=condition=AuditPassed", "kafkamirror/m", "--timeout=30s")
     # The operator's status ticks leave the audit's summary alone.
     time.sleep(STATUS_TICKS)
-    assert status_of(kube_api, namespace, "m")["lastAudit"] == audit
+    assert status_of(node_stack.api, node_stack.namespace, "m")["lastAudit"] == audit

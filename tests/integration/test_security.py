@@ -1,7 +1,9 @@
 """TLS and SASL/SCRAM end to end: a mirror reading cluster A over SCRAM-over-TLS and writing to
 cluster B over mutual TLS, every credential from a Secret, against the real API server, the
 real operator and real Kafka. Credentials never show up outside their Secrets, a rotated
-password reaches the workers, and client settings that would override security are refused."""
+password reaches the workers, and client settings that would override security are refused.
+The mirrors run on the real node (devstack/node.py): workers and audits are pods of the node's
+image, Kafka listens on the node's bridge address."""
 
 from __future__ import annotations
 
@@ -30,12 +32,11 @@ from pydantic import ValidationError
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.models import KafkaCluster as ClusterSpec
 from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, KafkaCluster
-from kafka_mirror.devstack.kubelet import LocalKubelet, LocalPod
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from kafka_mirror.render import CONFIG_CHECKSUM_ANNOTATION
 from tests.helpers.kafka import admin_for, consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
+from tests.helpers.node import NodeStack
 from tests.helpers.objects import (
     condition,
     get_custom,
@@ -151,20 +152,13 @@ CREDENTIAL_ENV = {
 }
 
 
-def start_secure_mirror(
-    api: client.ApiClient,
-    namespace: str,
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    user: str,
-    password: str,
-    topic: str,
-) -> None:
+def start_secure_mirror(stack: NodeStack, user: str, password: str, topic: str) -> None:
     """Secrets, a mirror A (SCRAM over TLS) → B (mutual TLS) named `secure`, and a selection of
     `topic`."""
-    apply(api, source_login(namespace, kafka_a, user, password))
-    apply(api, target_tls(namespace, kafka_b))
-    source, target = scram_over_tls_source(kafka_a), mutual_tls_target(kafka_b)
+    api, namespace = stack.api, stack.namespace
+    apply(api, source_login(namespace, stack.kafka_a, user, password))
+    apply(api, target_tls(namespace, stack.kafka_b))
+    source, target = scram_over_tls_source(stack.kafka_a), mutual_tls_target(stack.kafka_b)
     apply(api, mirror("secure", namespace, source, target))
     apply(api, selection("secure", namespace, "secure", [re.escape(topic)]))
 
@@ -176,31 +170,27 @@ def ready(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
 # --- mirroring over TLS and SCRAM ---------------------------------------------------------------
 
 
+@pytest.mark.node
 def test_a_mirror_over_scram_tls_and_mutual_tls_mirrors_and_becomes_ready(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
-    kc: Kubectl,
+    node_stack: NodeStack,
+    node_kc: Kubectl,
 ) -> None:
-    user, password = fresh_scram_user(kafka_a)
+    user, password = fresh_scram_user(node_stack.kafka_a)
     topic = unique("secure-")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
-    produce(kafka_a.bootstrap_servers, topic, records(200, partitions=2))
-    start_secure_mirror(kube_api, namespace, kafka_a, kafka_b, user, password, topic)
+    create_topics(node_stack.kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(node_stack.kafka_a.bootstrap_servers, topic, records(200, partitions=2))
+    start_secure_mirror(node_stack, user, password, topic)
 
-    mirrored = consume(kafka_b.bootstrap_servers, f"{topic}.A", 200, timeout=90)
+    mirrored = consume(node_stack.kafka_b.bootstrap_servers, f"{topic}.A", 200, timeout=90)
     assert sorted(r.value for r in mirrored) == sorted(r.value for r in records(200, 2))
-    kc("wait", "--for=condition=Ready", "kafkamirror/secure", "--timeout=60s")
-    assert ready(kube_api, namespace, "secure")["reason"] == "Mirroring"
+    node_kc("wait", "--for=condition=Ready", "kafkamirror/secure", "--timeout=60s")
+    assert ready(node_stack.api, node_stack.namespace, "secure")["reason"] == "Mirroring"
     # The workers really connect to the TLS listeners: the mirror names no other address.
-    config = client.CoreV1Api(kube_api).read_namespaced_config_map(
-        "secure-worker-config", namespace
+    config = client.CoreV1Api(node_stack.api).read_namespaced_config_map(
+        "secure-worker-config", node_stack.namespace
     )
-    assert kafka_a.sasl_ssl_bootstrap_servers in config.data["worker.yaml"]
-    assert kafka_b.ssl_bootstrap_servers in config.data["worker.yaml"]
+    assert node_stack.kafka_a.sasl_ssl_bootstrap_servers in config.data["worker.yaml"]
+    assert node_stack.kafka_b.ssl_bootstrap_servers in config.data["worker.yaml"]
 
 
 # --- no credential outside its Secret -------------------------------------------------------
@@ -242,54 +232,59 @@ def objects_text(api: client.ApiClient, kind: str, items: list[Any]) -> list[tup
     return found
 
 
+@pytest.mark.node
 def test_credentials_appear_only_in_their_secrets(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_stack: NodeStack,
 ) -> None:
-    user, password = fresh_scram_user(kafka_a)
+    user, password = fresh_scram_user(node_stack.kafka_a)
     topic = unique("secure-")
-    create_topics(kafka_a.bootstrap_servers, [topic])
-    produce(kafka_a.bootstrap_servers, topic, records(50, partitions=1))
-    start_secure_mirror(kube_api, namespace, kafka_a, kafka_b, user, password, topic)
+    create_topics(node_stack.kafka_a.bootstrap_servers, [topic])
+    produce(node_stack.kafka_a.bootstrap_servers, topic, records(50, partitions=1))
+    start_secure_mirror(node_stack, user, password, topic)
     # The error paths too: a mirror whose Secret holds a wrong password, refused by A.
     wrong_password = f"wrong-{uuid.uuid4().hex}"
-    apply(kube_api, secret("wrong-login", namespace, username=user, password=wrong_password))
-    refused_source = scram_over_tls_source(kafka_a)
+    apply(
+        node_stack.api,
+        secret("wrong-login", node_stack.namespace, username=user, password=wrong_password),
+    )
+    refused_source = scram_over_tls_source(node_stack.kafka_a)
     refused_source["sasl"]["passwordSecret"] = {"name": "wrong-login", "key": "password"}
-    apply(kube_api, mirror("refused", namespace, refused_source, mutual_tls_target(kafka_b)))
-    apply(kube_api, selection("refused", namespace, "refused", [re.escape(topic)]))
+    apply(
+        node_stack.api,
+        mirror(
+            "refused", node_stack.namespace, refused_source, mutual_tls_target(node_stack.kafka_b)
+        ),
+    )
+    apply(node_stack.api, selection("refused", node_stack.namespace, "refused", [re.escape(topic)]))
 
-    consume(kafka_b.bootstrap_servers, f"{topic}.A", 50, timeout=90)
+    consume(node_stack.kafka_b.bootstrap_servers, f"{topic}.A", 50, timeout=90)
     wait_for(
-        lambda: ready(kube_api, namespace, "secure").get("status") == "True",
+        lambda: ready(node_stack.api, node_stack.namespace, "secure").get("status") == "True",
         60,
         "the secure mirror to be Ready",
     )
     wait_for(
-        lambda: ready(kube_api, namespace, "refused").get("reason") == "SourceAuthenticationFailed",
+        lambda: (
+            ready(node_stack.api, node_stack.namespace, "refused").get("reason")
+            == "SourceAuthenticationFailed"
+        ),
         60,
         "the refused mirror to say why",
     )
     wait_for(
-        lambda: (
-            "Authentication failed" in "".join(p.log() for p in kubelet.pods_of("refused-worker"))
-        ),
+        lambda: "Authentication failed" in node_stack.pods.worker_logs("refused"),
         60,
         "the refused worker to log its failed login",
     )
 
     core, apps, batch = (
-        client.CoreV1Api(kube_api),
-        client.AppsV1Api(kube_api),
-        client.BatchV1Api(kube_api),
+        client.CoreV1Api(node_stack.api),
+        client.AppsV1Api(node_stack.api),
+        client.BatchV1Api(node_stack.api),
     )
-    custom = client.CustomObjectsApi(kube_api)
-    deployments = apps.list_namespaced_deployment(namespace).items
-    cron_jobs = batch.list_namespaced_cron_job(namespace).items
+    custom = client.CustomObjectsApi(node_stack.api)
+    deployments = apps.list_namespaced_deployment(node_stack.namespace).items
+    cron_jobs = batch.list_namespaced_cron_job(node_stack.namespace).items
     assert {d.metadata.name for d in deployments} == {"secure-worker", "refused-worker"}
     assert {c.metadata.name for c in cron_jobs} == {"secure-audit", "refused-audit"}
 
@@ -302,36 +297,39 @@ def test_credentials_appear_only_in_their_secrets(
         if c.metadata.name == "secure-audit"
     ]
     for pod in secure_pods:
-        env = kube_api.sanitize_for_serialization(pod.containers[0].env)
+        env = node_stack.api.sanitize_for_serialization(pod.containers[0].env)
         assert {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env} == CREDENTIAL_ENV
         assert all("value" not in e for e in env)
 
     places = [
-        *objects_text(kube_api, "ConfigMap", core.list_namespaced_config_map(namespace).items),
-        *objects_text(kube_api, "Deployment", deployments),
-        *objects_text(kube_api, "CronJob", cron_jobs),
-        *objects_text(kube_api, "Event", core.list_namespaced_event(namespace).items),
         *objects_text(
-            kube_api,
+            node_stack.api, "ConfigMap", core.list_namespaced_config_map(node_stack.namespace).items
+        ),
+        *objects_text(node_stack.api, "Deployment", deployments),
+        *objects_text(node_stack.api, "CronJob", cron_jobs),
+        *objects_text(
+            node_stack.api, "Event", core.list_namespaced_event(node_stack.namespace).items
+        ),
+        *objects_text(
+            node_stack.api,
             "custom resource",
             [
                 item
                 for plural in ("kafkamirrors", "mirrortopicselections")
-                for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)[
-                    "items"
-                ]
+                for item in custom.list_namespaced_custom_object(
+                    GROUP, VERSION, node_stack.namespace, plural
+                )["items"]
             ],
         ),
-        ("the operator's log", operator.log()),
+        ("the operator's log", node_stack.operator.log()),
         *[
-            (f"pod {pod.name}'s log", pod.log())
-            for name in ("secure-worker", "refused-worker")
-            for pod in kubelet.pods_of(name)
+            (f"{name}'s worker logs", node_stack.pods.worker_logs(name))
+            for name in ("secure", "refused")
         ],
     ]
     assert any(name.startswith("Event ") for name, _ in places), "no events to check"
     needles = {
-        **leak_needles(password, kafka_b.client_key_pem),
+        **leak_needles(password, node_stack.kafka_b.client_key_pem),
         "wrong password": wrong_password,
     }
     leaks = [
@@ -344,52 +342,49 @@ def test_credentials_appear_only_in_their_secrets(
 
 
 @pytest.mark.spark
+@pytest.mark.node
 def test_the_audit_job_reads_both_clusters_securely_and_keeps_credentials_out_of_its_log(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_stack: NodeStack,
 ) -> None:
     # Spark's Kafka source (Java) gets the same credentials as the workers (librdkafka), in
     # its own form: a JAAS line with the password, PEM trust and key stores.
-    user, password = fresh_scram_user(kafka_a)
+    user, password = fresh_scram_user(node_stack.kafka_a)
     topic = unique("audited-")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
-    produce(kafka_a.bootstrap_servers, topic, records(100, partitions=2))
-    start_secure_mirror(kube_api, namespace, kafka_a, kafka_b, user, password, topic)
+    create_topics(node_stack.kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(node_stack.kafka_a.bootstrap_servers, topic, records(100, partitions=2))
+    start_secure_mirror(node_stack, user, password, topic)
     wait_for(
         lambda: (
-            status_of(kube_api, namespace, "secure").get("activeTopics") == [topic]
-            and status_of(kube_api, namespace, "secure").get("totalLag") == 0
+            status_of(node_stack.api, node_stack.namespace, "secure").get("activeTopics") == [topic]
+            and status_of(node_stack.api, node_stack.namespace, "secure").get("totalLag") == 0
         ),
         90,
         "the topic mirrored with no lag",
     )
 
-    job = kubelet.run_job("secure-audit")
-    assert job.process is not None and job.process.returncode == 0, job.log()[-3000:]
-    audit = status_of(kube_api, namespace, "secure")["lastAudit"]
+    succeeded, log = node_stack.pods.run_cronjob("secure-audit")
+    assert succeeded, log[-3000:]
+    audit = status_of(node_stack.api, node_stack.namespace, "secure")["lastAudit"]
     assert (audit["result"], audit["recordsChecked"], audit["missing"]) == ("Passed", 100, 0)
-    log = job.log()
-    needles = leak_needles(password, kafka_b.client_key_pem)
+    needles = leak_needles(password, node_stack.kafka_b.client_key_pem)
     assert not [f"{what} in the audit's log" for what, needle in needles.items() if needle in log]
 
 
 # --- rotation -------------------------------------------------------------------------------
 
 
-def pods_mirrored(pods: list[LocalPod], topic: str) -> float:
-    """Records of `topic` these worker pods mirrored, from their own metrics."""
+def pods_mirrored(pods: list[Any], topic: str) -> float:
+    """Records of `topic` these worker pods mirrored, from their own metrics (the host reaches
+    pods on the node's bridge)."""
     total = 0.0
     for pod in pods:
+        (port,) = [p.container_port for p in pod.spec.containers[0].ports if p.name == "metrics"]
         try:
             with urllib.request.urlopen(
-                f"http://127.0.0.1:{pod.ports['metrics']}/metrics", timeout=2
+                f"http://{pod.status.pod_ip}:{port}/metrics", timeout=2
             ) as response:
                 text = response.read().decode()
-        except (OSError, KeyError):
+        except OSError:
             continue
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -401,39 +396,37 @@ def pods_mirrored(pods: list[LocalPod], topic: str) -> float:
     return total
 
 
+@pytest.mark.node
 def test_a_rotated_scram_password_rolls_the_workers_and_mirroring_goes_on(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_stack: NodeStack,
 ) -> None:
-    user, first_password = fresh_scram_user(kafka_a)
+    user, first_password = fresh_scram_user(node_stack.kafka_a)
     topic = unique("rotated-")
-    create_topics(kafka_a.bootstrap_servers, [topic])
-    produce(kafka_a.bootstrap_servers, topic, records(50, partitions=1))
-    start_secure_mirror(kube_api, namespace, kafka_a, kafka_b, user, first_password, topic)
-    consume(kafka_b.bootstrap_servers, f"{topic}.A", 50, timeout=90)
+    create_topics(node_stack.kafka_a.bootstrap_servers, [topic])
+    produce(node_stack.kafka_a.bootstrap_servers, topic, records(50, partitions=1))
+    start_secure_mirror(node_stack, user, first_password, topic)
+    consume(node_stack.kafka_b.bootstrap_servers, f"{topic}.A", 50, timeout=90)
     wait_for(
-        lambda: ready(kube_api, namespace, "secure").get("status") == "True",
+        lambda: ready(node_stack.api, node_stack.namespace, "secure").get("status") == "True",
         60,
         "the mirror to be Ready",
     )
-    apps = client.AppsV1Api(kube_api)
+    apps = client.AppsV1Api(node_stack.api)
 
     def checksum() -> str:
-        template = apps.read_namespaced_deployment("secure-worker", namespace).spec.template
+        template = apps.read_namespaced_deployment(
+            "secure-worker", node_stack.namespace
+        ).spec.template
         return str(template.metadata.annotations[CONFIG_CHECKSUM_ANNOTATION])
 
     before = checksum()
-    old_pods = {pod.name for pod in kubelet.pods_of("secure-worker")}
+    old_pods = {pod.metadata.name for pod in node_stack.pods.workers("secure")}
 
     # The password changes on the broker first (the running workers stay logged in), then in
     # the Secret; records keep coming meanwhile, as in production.
     second_password = f"scram-{uuid.uuid4().hex}"
-    set_scram_password(kafka_a, user, second_password)
-    producer = Producer({"bootstrap.servers": kafka_a.bootstrap_servers})
+    set_scram_password(node_stack.kafka_a, user, second_password)
+    producer = Producer({"bootstrap.servers": node_stack.kafka_a.bootstrap_servers})
     produced = 0
 
     def produce_one() -> None:
@@ -442,7 +435,10 @@ def test_a_rotated_scram_password_rolls_the_workers_and_mirroring_goes_on(
         producer.poll(0)
         produced += 1
 
-    apply(kube_api, source_login(namespace, kafka_a, user, second_password))
+    apply(
+        node_stack.api,
+        source_login(node_stack.namespace, node_stack.kafka_a, user, second_password),
+    )
     updated = time.monotonic()
 
     def rolled() -> bool:
@@ -454,7 +450,7 @@ def test_a_rotated_scram_password_rolls_the_workers_and_mirroring_goes_on(
 
     def new_workers_mirror() -> bool:
         produce_one()
-        new_pods = [p for p in kubelet.pods_of("secure-worker") if p.name not in old_pods]
+        new_pods = [p for p in node_stack.pods.workers("secure") if p.metadata.name not in old_pods]
         return pods_mirrored(new_pods, topic) > 0
 
     wait_for(new_workers_mirror, 90, "a worker with the new password to mirror a record")
@@ -467,18 +463,18 @@ def test_a_rotated_scram_password_rolls_the_workers_and_mirroring_goes_on(
 
     # Nothing produced around the rotation is lost, and the status reads A with the new password.
     wait_for(
-        lambda: remote_end(kafka_b, f"{topic}.A") >= 50 + produced,
+        lambda: remote_end(node_stack.kafka_b, f"{topic}.A") >= 50 + produced,
         60,
         "every record produced around the rotation on B",
     )
-    on_b = consume(kafka_b.bootstrap_servers, f"{topic}.A", 50 + produced, timeout=60)
+    on_b = consume(node_stack.kafka_b.bootstrap_servers, f"{topic}.A", 50 + produced, timeout=60)
     expected = {f"after-{i}".encode() for i in range(produced)}
     assert expected <= {r.value for r in on_b}
-    assert not {pod.name for pod in kubelet.pods_of("secure-worker")} & old_pods
+    assert not {pod.metadata.name for pod in node_stack.pods.workers("secure")} & old_pods
     wait_for(
         lambda: (
-            ready(kube_api, namespace, "secure").get("reason") == "Mirroring"
-            and status_of(kube_api, namespace, "secure").get("totalLag") == 0
+            ready(node_stack.api, node_stack.namespace, "secure").get("reason") == "Mirroring"
+            and status_of(node_stack.api, node_stack.namespace, "secure").get("totalLag") == 0
         ),
         60,
         "Ready again, with no lag read from A with the new password",

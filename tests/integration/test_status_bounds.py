@@ -1,6 +1,6 @@
-"""A mirror over 5,000 topics, run by the real operator and worker on a pair of Kafka clusters
-of its own: the status counts every topic exactly while its lists stay bounded, so the object
-stays far below what the API server accepts."""
+"""A mirror over 5,000 topics, run by the real operator and a worker pod on the real node, on a
+pair of Kafka clusters of its own: the status counts every topic exactly while its lists stay
+bounded, so the object stays far below what the API server accepts."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from kubernetes import client
 from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
 from kafka_mirror.controller.status import MAX_TOPIC_NAMES, MAX_TOPIC_STATUSES
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.kubelet import LocalKubelet
+from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from tests.helpers.kafka import create_topics
 from tests.helpers.objects import get_custom, mirror, selection, status_of
 from tests.helpers.worker import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
 TOPICS = 5_000
 # etcd's default request limit, which bounds every object the API server stores.
 API_SERVER_OBJECT_LIMIT = 1_572_864
@@ -30,10 +30,13 @@ API_SERVER_OBJECT_LIMIT = 1_572_864
 
 @pytest.fixture(scope="module")
 def wide_clusters(
-    tmp_path_factory: pytest.TempPathFactory,
+    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
-    """Clusters of their own, so 5,000 topics do not slow the session's other tests."""
-    clusters = [KafkaCluster(a, tmp_path_factory.mktemp(f"wide-{a}")) for a in ("A", "B")]
+    """Clusters of their own, so 5,000 topics do not slow the session's other tests; on the
+    node's bridge address, where the worker pod reaches them."""
+    clusters = [
+        KafkaCluster(a, tmp_path_factory.mktemp(f"wide-{a}"), host=GATEWAY) for a in ("A", "B")
+    ]
     for cluster in clusters:
         cluster.start()
     yield clusters[0], clusters[1]
@@ -47,10 +50,9 @@ def size_of(obj: object) -> int:
 
 def test_a_mirror_of_5000_topics_keeps_its_status_small_and_its_counts_exact(
     wide_clusters: tuple[KafkaCluster, KafkaCluster],
-    kube_api: client.ApiClient,
-    namespace: str,
-    operator: OperatorProcess,
-    kubelet: LocalKubelet,
+    node_api: client.ApiClient,
+    node_namespace: str,
+    node_operator: OperatorProcess,
     tmp_path: Path,
 ) -> None:
     kafka_a, kafka_b = wide_clusters
@@ -65,19 +67,19 @@ def test_a_mirror_of_5000_topics_keeps_its_status_small_and_its_counts_exact(
 
     plain = {"bootstrapServers": kafka_a.bootstrap_servers}
     target = {"bootstrapServers": kafka_b.bootstrap_servers}
-    apply(kube_api, mirror("wide", namespace, plain, target))
-    apply(kube_api, selection("wide", namespace, "wide", ["wide\\..*"]))
+    apply(node_api, mirror("wide", node_namespace, plain, target))
+    apply(node_api, selection("wide", node_namespace, "wide", ["wide\\..*"]))
     wait_for(
-        lambda: status_of(kube_api, namespace, "wide").get("activeTopicCount") == TOPICS,
+        lambda: status_of(node_api, node_namespace, "wide").get("activeTopicCount") == TOPICS,
         600,
         f"all {TOPICS} topics active",
         every=5,
     )
-    found = get_custom(kube_api, namespace, "kafkamirrors", "wide")
+    found = get_custom(node_api, node_namespace, "kafkamirrors", "wide")
     status = found["status"]
     assert len(status["activeTopics"]) == MAX_TOPIC_NAMES
     assert len(status["topics"]) <= MAX_TOPIC_STATUSES
-    chosen = get_custom(kube_api, namespace, "mirrortopicselections", "wide")
+    chosen = get_custom(node_api, node_namespace, "mirrortopicselections", "wide")
     assert chosen["status"]["matchedTopicCount"] == TOPICS
     assert len(chosen["status"]["matchedTopics"]) == MAX_TOPIC_NAMES
     for obj in (found, chosen):

@@ -1,0 +1,114 @@
+"""What tests do with pods on the real node (devstack/node.py): list a mirror's worker pods,
+read a pod's log, run a CronJob's job now, and kill pods the way a cluster does (a container
+killed through the runtime, its process killed on the node, a pod deleted)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from kafka_mirror.devstack import pods
+from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.node import KubeNode
+from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror.render import label_selector
+
+CONTAINER_ID_SCHEME = "containerd://"
+
+
+class NodePods:
+    """The pods of one namespace on the node."""
+
+    def __init__(self, node: KubeNode, api: client.ApiClient, namespace: str) -> None:
+        self.node, self.api, self.namespace = node, api, namespace
+        self.core = client.CoreV1Api(api)
+
+    def workers(self, mirror: str) -> list[Any]:
+        """The mirror's worker pods that run and are not being deleted."""
+        return [
+            pod
+            for pod in self.core.list_namespaced_pod(
+                self.namespace, label_selector=label_selector(mirror)
+            ).items
+            if pod.metadata.deletion_timestamp is None and pod.status.phase == "Running"
+        ]
+
+    @staticmethod
+    def running_containers(pod: Any) -> bool:
+        """Whether every container of the pod runs now (none restarting)."""
+        statuses = pod.status.container_statuses or []
+        return bool(statuses) and all(s.state.running for s in statuses)
+
+    def any_workers(self, mirror: str) -> bool:
+        """Whether any pod of the mirror's workers is left, stopping ones included."""
+        found = self.core.list_namespaced_pod(self.namespace, label_selector=label_selector(mirror))
+        return bool(found.items)
+
+    def worker_logs(self, mirror: str) -> str:
+        """The logs of the mirror's worker pods, each container's previous run's too (a worker
+        that exits is restarted: its own log would be lost)."""
+        found = self.core.list_namespaced_pod(self.namespace, label_selector=label_selector(mirror))
+        return "\n".join(
+            self.log(pod.metadata.name, previous)
+            for pod in found.items
+            for previous in (True, False)
+        )
+
+    def log(self, pod: str, previous: bool = False) -> str:
+        return pods.log_of(self.core, self.namespace, pod, previous)
+
+    def run_cronjob(self, cronjob: str, timeout: float = 600) -> tuple[bool, str]:
+        """Run the CronJob's job now and wait for it: whether it succeeded, and its log."""
+        return pods.run_now(self.api, self.namespace, cronjob, timeout)
+
+    def _tasks(self, pod: Any) -> list[str]:
+        """The containerd tasks of the pod's containers."""
+        statuses = pod.status.container_statuses or []
+        return [
+            s.container_id.removeprefix(CONTAINER_ID_SCHEME) for s in statuses if s.container_id
+        ]
+
+    def kill_container(self, pod: Any) -> None:
+        """SIGKILL the pod's containers through containerd (as the kubelet's runtime kills a
+        container); the kubelet restarts them in the same pod."""
+        assert self.node.containerd is not None
+        for task in self._tasks(pod):
+            self.node.containerd.ctr("tasks", "kill", "--signal", "SIGKILL", task)
+
+    def kill_process(self, pod: Any) -> None:
+        """SIGKILL the containers' processes from the host, by pid, as the kernel's OOM killer
+        does: the runtime only sees them exit."""
+        assert self.node.containerd is not None
+        pids = {}  # task → its process on the host
+        for line in self.node.containerd.ctr("tasks", "list").splitlines()[1:]:
+            task, pid = line.split()[:2]
+            pids[task] = int(pid)
+        for task in self._tasks(pod):
+            os.kill(pids[task], signal.SIGKILL)
+
+    def delete(self, pod: Any, grace_seconds: int | None = None) -> None:
+        self.core.delete_namespaced_pod(
+            pod.metadata.name, self.namespace, grace_period_seconds=grace_seconds
+        )
+
+    def diagnostics(self) -> str:
+        """Every pod's state and log tail, and the namespace's events: shown after a test."""
+        return pods.diagnostics(self.api, self.namespace)
+
+
+@dataclass
+class NodeStack:
+    """What a test of mirrors on the node works with: Kafka A and B on the bridge address, an
+    admin client of the node's API server, a fresh namespace, the operator watching it, and the
+    namespace's pods."""
+
+    kafka_a: KafkaCluster
+    kafka_b: KafkaCluster
+    api: client.ApiClient
+    namespace: str
+    operator: OperatorProcess
+    pods: NodePods
