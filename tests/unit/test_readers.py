@@ -5,7 +5,7 @@ from __future__ import annotations
 from kafka_mirror.controller.readers import Readers
 
 # Nothing listens there: a reader's clients connect lazily, and these tests never read.
-PLAIN = {"bootstrap.servers": "127.0.0.1:1"}
+PLAIN = {"bootstrap.servers": "127.0.0.1:1", "log_level": "0"}
 ALICE = {**PLAIN, "sasl.username": "alice", "sasl.password": "secret-a"}
 BOB = {**PLAIN, "sasl.username": "bob", "sasl.password": "secret-b"}
 
