@@ -201,7 +201,8 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
             with contextlib.suppress(gate.SpecUnusable):  # the mirror's status says so
                 converge(body, selections_of(body, indices))
 
-    @kopf.on.resume(GROUP, VERSION, SELECTIONS, registry=registry)
+    # No resume handler: at start-up each mirror's own resume converges it, with every
+    # selection already in the index; a thousand selections would only repeat it.
     @kopf.on.create(GROUP, VERSION, SELECTIONS, registry=registry)
     @kopf.on.update(GROUP, VERSION, SELECTIONS, registry=registry)
     @kopf.on.delete(GROUP, VERSION, SELECTIONS, registry=registry)
