@@ -96,8 +96,10 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         problem = gate.spec_problem(mirror.get("spec"), options.allowed, image)
         if problem is None:
             return
+        namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
+        applied.forget(f"{namespace}/{name}")  # a usable spec again applies everything at once
         if problem.reason == gate.NOT_ALLOWED:
-            gate.stop_children(api, mirror.metadata.namespace or "", mirror.metadata.name or "")
+            gate.stop_children(api, namespace, name)
         raise gate.SpecUnusable(problem)
 
     # In-memory indices kopf keeps from its watches: the status refreshes read the selections
@@ -123,7 +125,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         index: kopf.Index[Any, Selection] = indices["selections_by_mirror"]
         return list(index.get((mirror.metadata.namespace, mirror.metadata.name), []))
 
-    def converge(mirror: kopf.Body, selections: list[Selection], refresh: bool = False) -> None:
+    def converge(mirror: kopf.Body, selections: list[Selection]) -> None:
         # Checked here, in every caller's thread: a converge already running for this mirror
         # may take over the call, and the caller must not go on to read Kafka for a spec that
         # names a host it may not contact.
@@ -132,9 +134,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         with options.metrics.converge_seconds.time():
             changed = converging.run(
                 key,
-                lambda: reconcile.converge_children(
-                    api, mirror, image, selections, applied, refresh
-                ),
+                lambda: reconcile.converge_children(api, mirror, image, selections, applied),
             )
         if changed:
             kopf.event(
@@ -163,7 +163,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         previous = KafkaMirrorStatus.model_validate(dict(status))
         selections = selections_of(body, indices)
         try:
-            converge(body, selections, refresh=True)
+            converge(body, selections)
         except gate.SpecUnusable as unusable:
             generation = body.metadata.get("generation", 0)
             current = unusable_spec_status(

@@ -142,17 +142,16 @@ def converge_children(
     image: str,
     selections: list[Selection],
     applied: AppliedChildren,
-    refresh: bool = False,
 ) -> list[str]:
-    """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate);
-    on a `refresh`, only if they differ from those applied lately. Returns the selection names
-    now applied when they changed, else an empty list."""
+    """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate)
+    unless the same were applied lately. Returns the selection names now applied when they
+    changed, else an empty list."""
     desired = desired_children(api, body, image, selections)
     mirror = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
     digest = hashlib.sha256(
         json.dumps(desired.children, sort_keys=True, default=str).encode()
     ).hexdigest()
-    if refresh and applied.is_recent(mirror, digest):
+    if applied.is_recent(mirror, digest):
         return []
     config_map = desired.children[0]
     before = _read_config_map(

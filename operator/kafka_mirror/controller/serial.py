@@ -6,8 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
-# A status refresh applies unchanged children again after this long, repairing what was
-# changed or deleted by hand; a change of the mirror, its selections or Secrets applies at once.
+# Unchanged children are applied again after this long (by the status timer), repairing what
+# was changed or deleted by hand; a change of the mirror, its selections or Secrets applies at once.
 REAPPLY_AFTER = 300.0
 
 
@@ -48,9 +48,10 @@ class OnePerKey:
 
 
 class AppliedChildren:
-    """What was last applied per mirror (a digest) and when, so that a status refresh that
-    renders the same children skips the seven applies (a thousand mirrors' refreshes would
-    otherwise send seven thousand requests every interval)."""
+    """What was last applied per mirror (a digest) and when, so that a converge that renders
+    the same children skips the eight applies: the timer's every interval, and a selection's
+    or the mirror's handler with nothing new (a thousand mirrors would otherwise send eight
+    thousand requests every interval)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
