@@ -22,9 +22,11 @@ from kafka_mirror.api.models import (
 from kafka_mirror.api.policy import AllowLists
 from kafka_mirror.controller import gate, reconcile
 from kafka_mirror.controller.metrics import OperatorMetrics
-from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS, Readers
-from kafka_mirror.controller.serial import OnePerKey
+from kafka_mirror.controller.readers import Readers
+from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
+from kafka_mirror.controller.serial import AppliedChildren, OnePerKey
 from kafka_mirror.controller.status import mirror_events, unusable_spec_status
+from kafka_mirror.render import Selection
 
 FINALIZER = f"{GROUP}/finalizer"
 
@@ -53,7 +55,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     """All handlers, bound to one API client and the operator's options."""
     registry = kopf.OperatorRegistry()
     api, image, readers = options.api, options.worker_image, Readers()
-    converging = OnePerKey()
+    converging, applied = OnePerKey(), AppliedChildren()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -94,40 +96,74 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         problem = gate.spec_problem(mirror.get("spec"), options.allowed, image)
         if problem is None:
             return
+        namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
+        applied.forget(f"{namespace}/{name}")  # a usable spec again applies everything at once
         if problem.reason == gate.NOT_ALLOWED:
-            gate.stop_children(api, mirror.metadata.namespace or "", mirror.metadata.name or "")
+            gate.stop_children(api, namespace, name)
         raise gate.SpecUnusable(problem)
 
-    def converge(mirror: kopf.Body) -> None:
+    # In-memory indices kopf keeps from its watches: the status refreshes read the selections
+    # and mirrors there instead of listing them from the API server, per mirror, every time.
+    def live(meta: kopf.Meta, **_: Any) -> bool:
+        return not meta.get("deletionTimestamp")  # one being deleted no longer counts
+
+    # Named: kopf passes an index to handlers as a keyword argument by its id.
+    @kopf.index(GROUP, VERSION, SELECTIONS, id="selections_by_mirror", when=live, registry=registry)
+    def selections_by_mirror(
+        namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+    ) -> dict[tuple[str | None, str], Selection]:
+        return {(namespace, spec.get("mirror", "")): reconcile.selection_patterns(name, spec)}
+
+    @kopf.index(GROUP, VERSION, MIRRORS, id="mirror_names", when=live, registry=registry)
+    def mirror_names(
+        namespace: str | None, name: str, **_: Any
+    ) -> dict[tuple[str | None, str], None]:
+        return {(namespace, name): None}
+
+    def selections_of(mirror: kopf.Body, indices: dict[str, Any]) -> list[Selection]:
+        """The mirror's selections, from the index kopf passes to every handler."""
+        index: kopf.Index[Any, Selection] = indices["selections_by_mirror"]
+        return list(index.get((mirror.metadata.namespace, mirror.metadata.name), []))
+
+    def converge(mirror: kopf.Body, selections: list[Selection]) -> None:
         # Checked here, in every caller's thread: a converge already running for this mirror
         # may take over the call, and the caller must not go on to read Kafka for a spec that
         # names a host it may not contact.
         check_usable(mirror)
         key = f"{mirror.metadata.namespace}/{mirror.metadata.name}"
         with options.metrics.converge_seconds.time():
-            applied = converging.run(key, lambda: reconcile.converge_children(api, mirror, image))
-        if applied:
+            changed = converging.run(
+                key,
+                lambda: reconcile.converge_children(api, mirror, image, selections, applied),
+            )
+        if changed:
             kopf.event(
                 mirror,
                 type="Normal",
                 reason="SelectionsApplied",
-                message="workers mirror the union of selections: " + ", ".join(applied),
+                message="workers mirror the union of selections: " + ", ".join(changed),
             )
 
     @kopf.on.resume(GROUP, VERSION, MIRRORS, registry=registry)
     @kopf.on.create(GROUP, VERSION, MIRRORS, registry=registry)
     @kopf.on.update(GROUP, VERSION, MIRRORS, registry=registry)
-    def mirror_changed(body: kopf.Body, **_: Any) -> None:
+    def mirror_changed(body: kopf.Body, **indices: Any) -> None:
         try:
-            converge(body)
+            converge(body, selections_of(body, indices))
         except gate.SpecUnusable as unusable:
             raise kopf.PermanentError(str(unusable)) from None  # the status timer reports it
 
     @kopf.timer(GROUP, VERSION, MIRRORS, interval=options.status_interval, registry=registry)
-    def mirror_status(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+    def mirror_status(
+        body: kopf.Body,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        **indices: Any,
+    ) -> None:
         previous = KafkaMirrorStatus.model_validate(dict(status))
+        selections = selections_of(body, indices)
         try:
-            converge(body)
+            converge(body, selections)
         except gate.SpecUnusable as unusable:
             generation = body.metadata.get("generation", 0)
             current = unusable_spec_status(
@@ -136,7 +172,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
             events = mirror_events(previous, current)
         else:
             current, events = reconcile.observe_mirror(
-                api, body, previous, readers, datetime.now(UTC)
+                api, body, previous, selections, readers, datetime.now(UTC)
             )
         _status_patch(patch, current)
         options.metrics.observe(
@@ -153,30 +189,49 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         assert namespace is not None  # the CRD is namespaced
         reconcile.delete_children(api, namespace, name)
         readers.forget(f"{namespace}/{name}")
+        applied.forget(f"{namespace}/{name}")
         options.metrics.forget(namespace, name)
 
-    def converge_mirror_of(namespace: str, mirror_name: str | None) -> None:
+    def converge_mirror_of(
+        namespace: str, mirror_name: str | None, indices: dict[str, Any]
+    ) -> None:
         mirror = reconcile.read_mirror(api, namespace, mirror_name) if mirror_name else None
         if mirror is not None and not mirror["metadata"].get("deletionTimestamp"):
+            body = kopf.Body(cast(kopf.RawBody, mirror))
             with contextlib.suppress(gate.SpecUnusable):  # the mirror's status says so
-                converge(kopf.Body(cast(kopf.RawBody, mirror)))
+                converge(body, selections_of(body, indices))
 
-    @kopf.on.resume(GROUP, VERSION, SELECTIONS, registry=registry)
+    # No resume handler: at start-up each mirror's own resume converges it, with every
+    # selection already in the index; a thousand selections would only repeat it.
     @kopf.on.create(GROUP, VERSION, SELECTIONS, registry=registry)
     @kopf.on.update(GROUP, VERSION, SELECTIONS, registry=registry)
     @kopf.on.delete(GROUP, VERSION, SELECTIONS, registry=registry)
-    def selection_changed(namespace: str | None, spec: kopf.Spec, old: Any, **_: Any) -> None:
+    def selection_changed(
+        namespace: str | None,
+        spec: kopf.Spec,
+        old: Any,
+        **indices: Any,
+    ) -> None:
         assert namespace is not None
-        converge_mirror_of(namespace, spec.get("mirror"))
+        converge_mirror_of(namespace, spec.get("mirror"), indices)
         previous_mirror = ((old or {}).get("spec") or {}).get("mirror")
         if previous_mirror and previous_mirror != spec.get("mirror"):
-            converge_mirror_of(namespace, previous_mirror)  # it lost this selection
+            # it lost this selection
+            converge_mirror_of(namespace, previous_mirror, indices)
 
     @kopf.timer(GROUP, VERSION, SELECTIONS, interval=options.status_interval, registry=registry)
-    def selection_status(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+    def selection_status(
+        body: kopf.Body,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        **indices: Any,
+    ) -> None:
         previous = MirrorTopicSelectionStatus.model_validate(dict(status))
-        current = reconcile.observe_selection(api, body, previous, readers, datetime.now(UTC))
-        _status_patch(patch, current)
+        mirrors: kopf.Index[Any, None] = indices["mirror_names"]
+        exists = (body.metadata.namespace, body.spec.get("mirror")) in mirrors
+        current = reconcile.observe_selection(body, previous, exists, readers, datetime.now(UTC))
+        if current != previous:  # mostly the same: no request then
+            _status_patch(patch, current)
 
     return registry
 

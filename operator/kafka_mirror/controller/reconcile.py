@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,7 +25,9 @@ from kafka_mirror.api.models import (
 )
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
+from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.resume import KubeMirrors
+from kafka_mirror.controller.serial import AppliedChildren
 from kafka_mirror.controller.status import (
     DeploymentState,
     Event,
@@ -57,21 +58,7 @@ class SecretProblem(Exception):
 # --- reading the mirror's inputs ------------------------------------------------------------
 
 
-def load_selections(api: client.ApiClient, namespace: str, mirror: str) -> list[Selection]:
-    """The live selections naming `mirror` (ones being deleted no longer count)."""
-    listed: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
-        GROUP, VERSION, namespace, SELECTIONS
-    )
-    items = listed["items"]
-    selections = []
-    for item in items:
-        if item["metadata"].get("deletionTimestamp") or item["spec"].get("mirror") != mirror:
-            continue
-        selections.append(_patterns(item["metadata"]["name"], item["spec"]))
-    return selections
-
-
-def _patterns(name: str, spec: Any) -> Selection:
+def selection_patterns(name: str, spec: Any) -> Selection:
     """A selection's patterns as stored: the schema checked their shape, but a pattern that does
     not compile must reach the status (and be skipped by the workers), not fail parsing."""
     return Selection(name, tuple(spec.get("includes", [])), tuple(spec.get("excludes", [])))
@@ -127,16 +114,16 @@ class Desired:
     children: list[dict[str, Any]]
 
 
-def desired_children(api: client.ApiClient, body: kopf.Body, image: str) -> Desired:
+def desired_children(
+    api: client.ApiClient, body: kopf.Body, image: str, selections: list[Selection]
+) -> Desired:
     """Everything the mirror should own, rendered from its spec and its live selections."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     spec = operations.running_spec(
         KafkaMirrorSpec.model_validate(body["spec"]),
         KafkaMirrorStatus.model_validate(body.get("status") or {}).operation,
     )
-    config, envs = render.build_worker_config(
-        namespace, name, spec, load_selections(api, namespace, name)
-    )
+    config, envs = render.build_worker_config(namespace, name, spec, selections)
     checksum = render.config_checksum(config, secret_versions(api, namespace, envs))
     children = [
         render.build_config_map(namespace, name, config),
@@ -150,16 +137,30 @@ def desired_children(api: client.ApiClient, body: kopf.Body, image: str) -> Desi
     return Desired(config, envs, children)
 
 
-def converge_children(api: client.ApiClient, body: kopf.Body, image: str) -> list[str]:
-    """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate).
-    Returns the selection names now applied when they changed, else an empty list."""
-    desired = desired_children(api, body, image)
+def converge_children(
+    api: client.ApiClient,
+    body: kopf.Body,
+    image: str,
+    selections: list[Selection],
+    applied: AppliedChildren,
+) -> list[str]:
+    """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate)
+    unless the same were applied lately. Returns the selection names now applied when they
+    changed, else an empty list."""
+    desired = desired_children(api, body, image, selections)
+    mirror = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+    digest = hashlib.sha256(
+        json.dumps(desired.children, sort_keys=True, default=str).encode()
+    ).hexdigest()
+    if applied.is_recent(mirror, digest):
+        return []
     config_map = desired.children[0]
     before = _read_config_map(
         api, config_map["metadata"]["namespace"], config_map["metadata"]["name"]
     )
     for child in desired.children:
         apply_child(api, child)
+    applied.record(mirror, digest)
     if before == config_map["data"]:
         return []
     return [s.name for s in desired.config.selections] or ["(none)"]
@@ -208,35 +209,6 @@ def delete_children(api: client.ApiClient, namespace: str, name: str) -> None:
 
 
 # --- observing ------------------------------------------------------------------------------
-
-
-class Readers:
-    """Kafka readers per mirror and cluster, rebuilt when their settings change."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._readers: dict[tuple[str, str], tuple[str, ClusterReader]] = {}
-        # The last source topic list per mirror, for its selections' status.
-        self.source_topics: dict[str, list[str]] = {}
-
-    def get(self, mirror: str, role: str, alias: str, settings: dict[str, str]) -> ClusterReader:
-        key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
-        with self._lock:
-            known = self._readers.get((mirror, role))
-            if known is not None and known[0] == key:
-                return known[1]
-            reader = ClusterReader(alias, settings)
-            self._readers[(mirror, role)] = (key, reader)
-        if known is not None:
-            known[1].close()
-        return reader
-
-    def forget(self, mirror: str) -> None:
-        with self._lock:
-            gone = [self._readers.pop(k) for k in list(self._readers) if k[0] == mirror]
-            self.source_topics.pop(mirror, None)
-        for _, reader in gone:
-            reader.close()
 
 
 def _deployment_state(
@@ -310,6 +282,7 @@ def observe_mirror(
     api: client.ApiClient,
     body: kopf.Body,
     previous: KafkaMirrorStatus,
+    selections: list[Selection],
     readers: Readers,
     now: datetime,
 ) -> tuple[KafkaMirrorStatus, list[Event]]:
@@ -317,7 +290,6 @@ def observe_mirror(
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     requested = KafkaMirrorSpec.model_validate(body["spec"])
     spec = operations.running_spec(requested, previous.operation)
-    selections = load_selections(api, namespace, name)
     config, envs = render.build_worker_config(namespace, name, spec, selections)
     _, selection_problems = config.compiled_selections()
     source_problem, target_problem, kafka = _observe_kafka(
@@ -364,17 +336,17 @@ def invalid_patterns(selection: Selection) -> list[str]:
 
 
 def observe_selection(
-    api: client.ApiClient,
     body: kopf.Body,
     previous: MirrorTopicSelectionStatus,
+    mirror_exists: bool,
     readers: Readers,
     now: datetime,
 ) -> MirrorTopicSelectionStatus:
     namespace, mirror = body["metadata"]["namespace"], body["spec"]["mirror"]
-    patterns = _patterns(body["metadata"]["name"], body["spec"])
+    patterns = selection_patterns(body["metadata"]["name"], body["spec"])
     invalid = invalid_patterns(patterns)
     mirror_problem = None
-    if read_mirror(api, namespace, mirror) is None:
+    if not mirror_exists:
         mirror_problem = Problem(
             "MirrorNotFound",
             f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "

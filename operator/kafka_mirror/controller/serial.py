@@ -1,9 +1,14 @@
-"""One converge per mirror at a time."""
+"""Converging mirrors: one converge per mirror at a time, and what each applied last."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+
+# Unchanged children are applied again after this long (by the status timer), repairing what
+# was changed or deleted by hand; a change of the mirror, its selections or Secrets applies at once.
+REAPPLY_AFTER = 300.0
 
 
 class OnePerKey:
@@ -40,3 +45,27 @@ class OnePerKey:
                 self._next.pop(key, None)  # the timer converges again
             raise
         return result
+
+
+class AppliedChildren:
+    """What was last applied per mirror (a digest) and when, so that a converge that renders
+    the same children skips the eight applies: the timer's every interval, and a selection's
+    or the mirror's handler with nothing new (a thousand mirrors would otherwise send eight
+    thousand requests every interval)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[str, float]] = {}
+
+    def is_recent(self, mirror: str, digest: str) -> bool:
+        with self._lock:
+            last = self._last.get(mirror)
+        return last is not None and last[0] == digest and time.monotonic() - last[1] < REAPPLY_AFTER
+
+    def record(self, mirror: str, digest: str) -> None:
+        with self._lock:
+            self._last[mirror] = (digest, time.monotonic())
+
+    def forget(self, mirror: str) -> None:
+        with self._lock:
+            self._last.pop(mirror, None)

@@ -38,7 +38,8 @@ from kafka_mirror.devstack.certificates import (
 )
 from kafka_mirror.devstack.processes import ServerProcess, free_port, port_open
 
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+# Room for a thousand mirrors' metrics Services (a /24 held 253: bench/operator_scale.py).
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"
 # The `kubernetes` Service's cluster IP (the range's first address): in-cluster clients connect
 # to it, so the node's API server certificate names it.
 KUBERNETES_SERVICE_IP = "10.0.0.1"

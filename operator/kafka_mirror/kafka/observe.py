@@ -5,11 +5,17 @@ of the oldest record not yet mirrored (0 when caught up), read from the source i
 lost to retention are what the workers counted (in their commits' metadata) plus what left the
 source since, below its log start, while nothing consumed it (a stopped mirror). All of it
 goes through confluent-kafka's admin API plus one assign-only consumer that never commits.
+
+One reader serves every mirror on its cluster connection: concurrent reads of topics and
+offsets go out as one request (`BatchedRead`), and the probe remembers what it found, since the
+record at an offset never changes.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kafka_mirror.kafka.batching import BatchedRead
 from kafka_mirror.kafka.errors import AUTH_ERRORS
 from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
 from kafka_mirror.worker import remote_topics
@@ -30,6 +37,9 @@ from kafka_mirror.worker import remote_topics
 REQUEST_TIMEOUT = 5.0
 # The latency probe reads one record per lagging partition; beyond this many it samples.
 LATENCY_PROBE_PARTITIONS = 100
+PROBE_MEMORY = 100_000  # (topic, partition, offset) -> timestamp entries kept, oldest dropped
+
+Partition = tuple[str, int]
 
 
 class ClusterUnavailable(Exception):
@@ -73,6 +83,14 @@ def _result(future: Any) -> Any:
         raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
 
 
+def _offset_or_error(future: Any) -> int | ClusterUnavailable:
+    """One partition's answer in a batch: its error must not fail the other callers' reads."""
+    try:
+        return int(_result(future).offset)
+    except ClusterUnavailable as error:
+        return error
+
+
 class ClusterReader:
     """Admin access to one cluster; remembers the client's last error to explain failures."""
 
@@ -95,6 +113,12 @@ class ClusterReader:
                 "fix the mirror's config (librdkafka's property names and values)",
             ) from None
         self._consumer: Consumer | None = None
+        self._probe_lock = threading.Lock()  # one consumer: one probe at a time
+        self._first_timestamps: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._metadata = BatchedRead[str, dict[str, int]](lambda _: {"": self._list_topics()})
+        self._ranges = BatchedRead[Partition, tuple[int, int] | ClusterUnavailable](
+            self._read_ranges
+        )
 
     def _on_error(self, error: KafkaError) -> None:
         self.last_error = error
@@ -119,6 +143,9 @@ class ClusterReader:
 
     def topics(self) -> dict[str, int]:
         """Topic name → partition count."""
+        return self._metadata.read([""])[""]
+
+    def _list_topics(self) -> dict[str, int]:
         try:
             metadata = self._admin.list_topics(timeout=REQUEST_TIMEOUT)
         except KafkaException as error:
@@ -134,20 +161,42 @@ class ClusterReader:
 
     def _offsets(
         self, partitions: list[TopicPartition], spec: OffsetSpec
-    ) -> dict[tuple[str, int], int]:
+    ) -> dict[Partition, int | ClusterUnavailable]:
         if not partitions:
             return {}
         futures = self._admin.list_offsets(
             {tp: spec for tp in partitions}, request_timeout=REQUEST_TIMEOUT
         )
-        return {(tp.topic, tp.partition): _result(f).offset for tp, f in futures.items()}
+        return {(tp.topic, tp.partition): _offset_or_error(f) for tp, f in futures.items()}
 
-    def log_ranges(self, topics: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
+    def _read_ranges(
+        self, partitions: frozenset[Partition]
+    ) -> dict[Partition, tuple[int, int] | ClusterUnavailable]:
+        asked = [TopicPartition(topic, partition) for topic, partition in partitions]
+        ends = self._offsets(asked, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        starts = self._offsets(asked, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        ranges: dict[Partition, tuple[int, int] | ClusterUnavailable] = {}
+        for key, end in ends.items():
+            start = starts[key]
+            if isinstance(start, ClusterUnavailable):
+                ranges[key] = start
+            elif isinstance(end, ClusterUnavailable):
+                ranges[key] = end
+            else:
+                ranges[key] = (start, end)
+        return ranges
+
+    def log_ranges(self, topics: dict[str, int]) -> dict[Partition, tuple[int, int]]:
         """(log start, end) of every partition of `topics`."""
-        partitions = [TopicPartition(t, p) for t, count in topics.items() for p in range(count)]
-        ends = self._offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
-        starts = self._offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        return {key: (starts[key], ends[key]) for key in ends}
+        wanted = [(t, p) for t, count in topics.items() for p in range(count)]
+        read = self._ranges.read(wanted)
+        ranges: dict[Partition, tuple[int, int]] = {}
+        for key in wanted:
+            found = read[key]
+            if isinstance(found, ClusterUnavailable):
+                raise ClusterUnavailable(found.reason, str(found))
+            ranges[key] = found
+        return ranges
 
     def topic_ids(self, topics: list[str]) -> dict[str, bytes | None]:
         """Each topic's ID (its incarnation), as the provenance header carries it."""
@@ -193,12 +242,32 @@ class ClusterReader:
 
     def oldest_pending_timestamps(
         self, pending: Iterable[PartitionProgress], timeout: float = 2.0
-    ) -> dict[tuple[str, int], int]:
+    ) -> dict[Partition, int]:
         """The timestamp (ms) of the first record not yet mirrored, per lagging partition."""
         wanted = sorted((p for p in pending if p.lag > 0), key=lambda p: -p.lag)
-        wanted = wanted[:LATENCY_PROBE_PARTITIONS]
-        if not wanted:
-            return {}
+        positions = {
+            (p.topic, p.partition): p.start if p.committed is None else p.committed
+            for p in wanted[:LATENCY_PROBE_PARTITIONS]
+        }
+        with self._probe_lock:
+            unknown = {
+                key: offset
+                for key, offset in positions.items()
+                if (*key, offset) not in self._first_timestamps
+            }
+            if unknown:
+                for (topic, partition), stamp in self._probe(unknown, timeout).items():
+                    self._first_timestamps[(topic, partition, unknown[(topic, partition)])] = stamp
+                while len(self._first_timestamps) > PROBE_MEMORY:
+                    self._first_timestamps.popitem(last=False)
+            return {
+                key: self._first_timestamps[(*key, offset)]
+                for key, offset in positions.items()
+                if (*key, offset) in self._first_timestamps
+            }
+
+    def _probe(self, positions: dict[Partition, int], timeout: float) -> dict[Partition, int]:
+        """Read the first record at or after each position; its timestamp, per partition."""
         if self._consumer is None:
             self._consumer = Consumer(
                 {
@@ -209,18 +278,11 @@ class ClusterReader:
                 }
             )
         consumer = self._consumer
-        consumer.assign(
-            [
-                TopicPartition(
-                    p.topic, p.partition, p.start if p.committed is None else p.committed
-                )
-                for p in wanted
-            ]
-        )
-        found: dict[tuple[str, int], int] = {}
+        consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
+        found: dict[Partition, int] = {}
         deadline = time.monotonic() + timeout
-        while len(found) < len(wanted) and time.monotonic() < deadline:
-            for message in consumer.consume(len(wanted), timeout=0.2):
+        while len(found) < len(positions) and time.monotonic() < deadline:
+            for message in consumer.consume(len(positions), timeout=0.2):
                 key = (message.topic() or "", message.partition() or 0)
                 if message.error() is None and key not in found:
                     found[key] = message.timestamp()[1]
@@ -232,5 +294,6 @@ class ClusterReader:
         return found
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
+        with self._probe_lock:
+            if self._consumer is not None:
+                self._consumer.close()

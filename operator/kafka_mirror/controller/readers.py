@@ -1,0 +1,59 @@
+"""Kafka readers shared by every mirror on the same cluster connection.
+
+Each reader holds an admin client and a probe consumer, with their threads and connections:
+one per mirror made 200 mirrors hold 2,433 threads. Mirrors whose client settings are the same
+(bootstrap servers, security, credentials: all of it) share one; different credentials never
+do. A reader closes when the last mirror using it lets go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+
+from kafka_mirror.kafka.observe import ClusterReader
+
+
+def _connection_key(alias: str, settings: dict[str, str]) -> str:
+    # A digest, not the settings: the registry's keys must not keep the credentials around.
+    text = json.dumps([alias, settings], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Readers:
+    """Which reader each mirror uses per role (source, target), and the readers in use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._shared: dict[str, ClusterReader] = {}
+        self._used: dict[tuple[str, str], str] = {}  # (mirror, role) -> connection key
+        # The last source topic list per mirror, for its selections' status.
+        self.source_topics: dict[str, list[str]] = {}
+
+    def get(self, mirror: str, role: str, alias: str, settings: dict[str, str]) -> ClusterReader:
+        key = _connection_key(alias, settings)
+        with self._lock:
+            reader = self._shared.get(key)
+            if reader is None:
+                reader = self._shared[key] = ClusterReader(alias, settings)
+            before = self._used.get((mirror, role))
+            self._used[(mirror, role)] = key
+            unused = self._release(before) if before not in (None, key) else None
+        if unused is not None:
+            unused.close()
+        return reader
+
+    def forget(self, mirror: str) -> None:
+        with self._lock:
+            keys = [self._used.pop(used) for used in list(self._used) if used[0] == mirror]
+            unused = [reader for key in keys if (reader := self._release(key)) is not None]
+            self.source_topics.pop(mirror, None)
+        for reader in unused:
+            reader.close()
+
+    def _release(self, key: str | None) -> ClusterReader | None:
+        """The reader of `key` taken out of the registry if no mirror uses it any more."""
+        if key is None or key in self._used.values():
+            return None
+        return self._shared.pop(key, None)
