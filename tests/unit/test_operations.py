@@ -248,3 +248,14 @@ def test_only_the_mirrors_own_remote_topics_get_offsets() -> None:
     assert operations._selected_remote(config, "orders-eu.A")
     assert not operations._selected_remote(config, "payments.A")  # another mirror's
     assert not operations._selected_remote(config, "orders")  # not a remote name of A
+
+
+def test_reverse_checkpoints_only_for_the_originals_this_mirror_selects() -> None:
+    """A failback's promote on B→A: a group that read `orders.A` on B resumes in `orders` on A
+    only if B→A mirrors `orders` back; another mirror's `payments.A` gets nothing."""
+    config = CONFIG.model_copy(
+        update={"selections": [SelectionPatterns(name="s", includes=["orders.*"])]}
+    )
+    target = config.target.alias
+    read = {f"orders.{target}", f"payments.{target}", "orders", "orders.other"}
+    assert operations.reversed_originals(config, read) == {f"orders.{target}": "orders"}

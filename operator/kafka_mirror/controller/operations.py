@@ -127,14 +127,24 @@ def _source_positions(config: WorkerConfig, settings: dict[str, Any]) -> dict[st
 def _reverse(config: WorkerConfig, source: dict[str, Any]) -> dict[str, dict[Position, int]]:
     """Reverse checkpoints (a failback's promote): for the groups that read the target's remote
     topics here (`t.A` on B, with A the target), where to resume in the originals on the target."""
-    naming = config.topic_naming
-    namer = TopicNamer(config.target.alias, naming.policy, naming.separator)
     wanted = {}
     for group, offsets in _source_positions(config, source).items():
-        originals = {t: o for t, _ in offsets if (o := namer.source_name(t)) is not None}
+        originals = reversed_originals(config, {t for t, _ in offsets})
         if originals:
             wanted[group] = original_positions(source, offsets, config.target.alias, originals)
     return wanted
+
+
+def reversed_originals(config: WorkerConfig, topics: set[str]) -> dict[str, str]:
+    """Of the topics a group read here, the target's remote topics (`t.A`) whose original this
+    mirror selects (it mirrors the local `t` back): other mirrors' groups and topics get none."""
+    naming = config.topic_naming
+    namer = TopicNamer(config.target.alias, naming.policy, naming.separator)
+    usable, _ = config.compiled_selections()
+    originals = {t: namer.source_name(t) for t in topics}
+    return {
+        t: o for t, o in originals.items() if o is not None and any(s.matches(o) for s in usable)
+    }
 
 
 def _selected_remote(config: WorkerConfig, remote: str) -> bool:
