@@ -44,8 +44,16 @@ def spark_cpu_seconds() -> float:
     """CPU time so far of this process (Spark's driver) and Spark's JVM, not the brokers': less
     swayed than the wall time by whatever else the machine runs."""
     me = psutil.Process()
-    jvms = [p for p in me.children(recursive=True) if "SparkSubmit" in " ".join(p.cmdline())]
+    jvms = [p for p in me.children(recursive=True) if "SparkSubmit" in _command(p)]
     return sum(t.user + t.system for p in (me, *jvms) for t in [p.cpu_times()])
+
+
+def _command(process: psutil.Process) -> str:
+    """Its command line; empty for one that ended meanwhile (a zombie child: a finished tool)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
 
 
 @dataclass(frozen=True)

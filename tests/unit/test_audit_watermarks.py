@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_mirror.audit.checks import judged_in_full
-from kafka_mirror.audit.records import PartitionWindow
+from kafka_mirror.audit.records import AuditInputs, PartitionWindow
 from kafka_mirror.audit.report import PartitionFinding
+from kafka_mirror.audit.translation import EARLIEST, offset_syncs_start
 from kafka_mirror.audit.watermarks import Watermark, in_effect, verified_to
 from kafka_mirror.kafka.formats import Checkpoint
 
@@ -20,6 +21,26 @@ def test_a_watermark_round_trips_through_its_record() -> None:
     assert Watermark.decode(KEPT.key("ns/m"), KEPT.value()) == ("ns/m", KEPT)
     without_id = Watermark("t", 3, None, 5, 6, 5)
     assert Watermark.decode(without_id.key("ns/m"), without_id.value())[1] == without_id
+    with_syncs = Watermark("t", 3, ID, 5, 6, 5, None, {0: 42, 1: 7})
+    assert Watermark.decode(with_syncs.key("ns/m"), with_syncs.value())[1] == with_syncs
+
+
+def test_the_offset_syncs_are_read_from_the_lowest_position_kept() -> None:
+    def window(partition: int, position: dict[int, int] | None) -> PartitionWindow:
+        kept = Watermark("t", partition, ID, 10, 10, 10, None, position)
+        return PartitionWindow("t", "A.t", partition, 0, 20, previous=kept)
+
+    def starts(*windows: PartitionWindow) -> dict[int, int]:
+        return offset_syncs_start(
+            AuditInputs(
+                "ns/m", "A", "B", {}, {}, list(windows), False, offset_syncs_end={0: 50, 1: 60}
+            )
+        )
+
+    assert starts(window(0, {0: 42, 1: 7}), window(1, {0: 30, 1: 9})) == {0: 30, 1: 7}
+    # A partition with no position kept (a first run, one started over, an older watermark).
+    assert starts(window(0, {0: 42, 1: 7}), window(1, None)) == {0: EARLIEST, 1: EARLIEST}
+    assert starts(window(0, {0: 42})) == {0: 42, 1: EARLIEST}
 
 
 def test_a_watermark_is_in_effect_for_the_same_incarnation_and_request() -> None:

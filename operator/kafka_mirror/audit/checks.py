@@ -87,8 +87,26 @@ def verifiable_from(
     return bounds
 
 
+def source_counts(source: DataFrame) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per source partition, (records, records skipped as cycles) of the window: one job for
+    every count of the source the checks need."""
+    return {
+        (row["topic"], row["partition"]): (int(row["records"]), int(row["cycles"]))
+        for row in source.groupBy("topic", "partition")
+        .agg(
+            F.sum((~F.col("cycle")).cast("int")).alias("records"),
+            F.sum(F.col("cycle").cast("int")).alias("cycles"),
+        )
+        .collect()
+    }
+
+
 def _findings(
-    spark: SparkSession, inputs: AuditInputs, source: DataFrame, target: DataFrame
+    spark: SparkSession,
+    inputs: AuditInputs,
+    source: DataFrame,
+    target: DataFrame,
+    counts: dict[tuple[str, int], tuple[int, int]],
 ) -> dict[tuple[str, int], PartitionFinding]:
     findings: dict[tuple[str, int], PartitionFinding] = {}
 
@@ -144,6 +162,8 @@ def _findings(
             F.slice(F.sort_array(F.collect_list("offset")), 1, EXAMPLES).alias("examples"),
         )
         .collect()
+        if any(records for records, _ in counts.values())  # else no job: nothing to compare
+        else []
     )
     for row in rows:
         found = finding(row["topic"], row["partition"])
@@ -156,8 +176,9 @@ def _findings(
             found.duplicates, found.duplicated_offsets = int(row["extra"]), examples
         else:
             found.expired_on_target = int(row["n"])
-    for row in source.where("cycle").groupBy("topic", "partition").count().collect():
-        finding(row["topic"], row["partition"]).skipped_cycles = int(row["count"])
+    for (topic, partition), (_, cycles) in counts.items():
+        if cycles:
+            finding(topic, partition).skipped_cycles = cycles
     # Copies of records that left the source since the last verified one (all, on a full run).
     expired = (
         current.join(F.broadcast(bounds), ["topic", "partition"])
@@ -192,14 +213,17 @@ def judged_in_full(
 
 def _verified(
     spark: SparkSession,
-    windows: list[PartitionWindow],
+    inputs: AuditInputs,
     findings: dict[tuple[str, int], PartitionFinding],
     bad_syncs: list[BadOffsetSync],
     source: DataFrame,
     current: DataFrame,
+    counts: dict[tuple[str, int], tuple[int, int]],
 ) -> list[VerifiedPartition]:
     """Each partition's new watermark: how far it was verified, where the copies of the records
-    after that begin on the target, and how many records are verified below it."""
+    after that begin on the target, how many records are verified below it, and how far its
+    offset syncs were checked (not past a wrong one, so the next run finds it again)."""
+    windows = inputs.windows
     bad = {(s.topic, s.partition) for s in bad_syncs}
     to = {
         (w.topic, w.partition): verified_to(
@@ -213,15 +237,30 @@ def _verified(
             "topic string, partition int, verified_to bigint",
         )
     )
-    below = (
-        source.where(~F.col("cycle"))
-        .join(marks, ["topic", "partition"])
-        .where(F.col("offset") < F.col("verified_to"))
-        .groupBy("topic", "partition")
-        .count()
-        .collect()
-    )
-    counted = {(row["topic"], row["partition"]): int(row["count"]) for row in below}
+    # The window was read from audit_from to end: a watermark at either end counts none or all
+    # of it; only one that stopped inside (a failed record) needs the records counted.
+    counted = {}
+    inside = []
+    for w in windows:
+        key = (w.topic, w.partition)
+        if to[key] >= w.end:
+            counted[key] = counts.get(key, (0, 0))[0]
+        elif to[key] > w.audit_from:
+            inside.append(key)
+    if inside:
+        below = (
+            source.where(~F.col("cycle"))
+            .join(marks, ["topic", "partition"])
+            .where(F.col("offset") < F.col("verified_to"))
+            .groupBy("topic", "partition")
+            .count()
+            .collect()
+        )
+        counted |= {
+            (row["topic"], row["partition"]): int(row["count"])
+            for row in below
+            if (row["topic"], row["partition"]) in inside
+        }
     after = (
         current.join(marks, ["topic", "partition"])
         .where(
@@ -242,6 +281,11 @@ def _verified(
             # No copy after the watermark yet: they can only come after the log end read.
             target_offset=first_copy.get(key, max(w.target_end, w.target_resume)),
             records=(w.previous.records if w.previous else 0) + counted.get(key, 0),
+            offset_syncs_position=(
+                (w.previous.offset_syncs_position if w.previous else None)
+                if key in bad
+                else inputs.offset_syncs_end
+            ),
         )
         for w in windows
         for key in [(w.topic, w.partition)]
@@ -271,8 +315,9 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
             [], "topic string, partition int, offset bigint, key binary, hash bigint, cycle boolean"
         )
     )
-    in_window = source.where(~F.col("cycle")).count()
-    findings = _findings(spark, inputs, source, target)
+    counts = source_counts(source)
+    in_window = sum(records for records, _ in counts.values())
+    findings = _findings(spark, inputs, source, target, counts)
     listed = sorted(findings.values(), key=lambda f: (f.topic, f.partition))
 
     def total(field: str) -> int:
@@ -288,7 +333,7 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
     unsafe, reread, checkpoints_checked = check_checkpoints(
         spark, inputs, checkpoints, current, copies
     )
-    verified = _verified(spark, inputs.windows, findings, bad_syncs, source, current)
+    verified = _verified(spark, inputs, findings, bad_syncs, source, current, counts)
     failed = total("missing") or total("altered") or total("lost_to_retention")
     return AuditReport(
         mirror=inputs.mirror,

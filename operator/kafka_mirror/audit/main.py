@@ -23,12 +23,20 @@ from kafka_mirror.audit.records import AuditInputs, PartitionWindow
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.spark import kafka_options, session
 from kafka_mirror.audit.watermarks import Watermark, in_effect, read_watermarks, write_watermarks
+from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
 from kafka_mirror.kube import api_client
 from kafka_mirror.topics import plan_topics
 from kafka_mirror.worker.config import WorkerConfig, load
 
 log = logging.getLogger("kafka_mirror.audit")
+
+
+def log_ends(reader: ClusterReader, topics: dict[str, int], topic: str) -> dict[int, int]:
+    """Partition → log end of `topic` (none where it does not exist yet)."""
+    if topic not in topics:
+        return {}
+    return {p: end for (_, p), (_, end) in reader.log_ranges({topic: topics[topic]}).items()}
 
 
 def audit_inputs(
@@ -47,7 +55,16 @@ def audit_inputs(
         progress = source.progress(config.consumer_group, mirrored)
         source_ids = source.topic_ids(sorted(mirrored))
         remotes = {plan.mirrored[t]: n for t, n in mirrored.items()}
-        present = set(target.topics())
+        target_topics = target.topics()
+        present = set(target_topics)
+        on_source = config.offset_syncs.location == "source"
+        syncs_end = log_ends(
+            source if on_source else target,
+            topics if on_source else target_topics,
+            offset_syncs_topic(
+                config.source.alias, config.target.alias, config.offset_syncs.location
+            ),
+        )
         target_ranges = target.log_ranges({r: n for r, n in remotes.items() if r in present})
         identity = config.topic_naming.policy == "identity"
         cycle_ids = target.topic_ids(sorted(set(remotes) & present)) if identity else None
@@ -91,10 +108,11 @@ def audit_inputs(
         source_options=kafka_options(config.source, os.environ),
         target_options=kafka_options(config.target, os.environ),
         windows=windows,
-        offset_syncs_on_source=config.offset_syncs.location == "source",
+        offset_syncs_on_source=on_source,
         source_ids=source_ids,
         cycle_ids=cycle_ids,
         compacted_remotes=compacted,
+        offset_syncs_end=syncs_end,
     )
 
 
@@ -117,6 +135,7 @@ def audit(
             v.target_offset,
             v.records,
             full_request,
+            v.offset_syncs_position,
         )
         for v in report.verified
     ]

@@ -73,6 +73,9 @@ class AuditInputs:
     # Remote topics the target compacts: a copy superseded there by a newer one of its key
     # may be gone while the source still holds its record.
     compacted_remotes: set[str] = field(default_factory=set)
+    # The offset-sync topic's end per partition, read before the target's log ends: a sync
+    # below it names a copy at or before them, so this run judges it.
+    offset_syncs_end: dict[int, int] = field(default_factory=dict)
 
 
 def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFrame:

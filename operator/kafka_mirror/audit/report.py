@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from kafka_mirror.api.models import AuditResult
@@ -65,6 +65,8 @@ class VerifiedPartition(ReportModel):
     verified_to: int  # every record below it is verified
     target_offset: int  # where the copies of the records from verified_to on begin
     records: int  # records verified below verified_to, this run's and earlier runs'
+    # Kept in the watermark, not reported: where the next run reads the offset syncs from.
+    offset_syncs_position: dict[int, int] | None = Field(default=None, exclude=True)
 
 
 def _first_offsets(field: str) -> Callable[[PartitionFinding], str | None]:

@@ -5,6 +5,7 @@ there reads again)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -19,17 +20,26 @@ from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, checkpoints_topic
 
 log = logging.getLogger("kafka_mirror.audit")
 Decoded = TypeVar("Decoded", OffsetSync, Checkpoint)
+EARLIEST = -2  # Spark's per-partition startingOffsets for a partition's log start
 
 
 def _internal(
-    spark: SparkSession, options: dict[str, str], topic: str, decode: Callable[..., Decoded]
+    spark: SparkSession,
+    options: dict[str, str],
+    topic: str,
+    decode: Callable[..., Decoded],
+    starts: dict[int, int] | None = None,
 ) -> list[Decoded]:
-    """A (small, compacted) internal topic, decoded with our MirrorMaker 2 formats."""
+    """A (small, compacted) internal topic, decoded with our MirrorMaker 2 formats: all of it,
+    or its partitions from `starts` on."""
+    where = (
+        {"assign": json.dumps({topic: sorted(starts)}), "startingOffsets": _offsets(topic, starts)}
+        if starts is not None
+        else {"subscribe": topic, "startingOffsets": "earliest"}
+    )
     try:
         rows = (
-            read_kafka(
-                spark, options, subscribe=topic, startingOffsets="earliest", endingOffsets="latest"
-            )
+            read_kafka(spark, options, endingOffsets="latest", **where)
             .select("key", "value")
             .collect()
         )
@@ -38,6 +48,21 @@ def _internal(
             return []
         raise
     return [decode(bytes(row["key"]), bytes(row["value"])) for row in rows if row["value"]]
+
+
+def _offsets(topic: str, offsets: dict[int, int]) -> str:
+    return json.dumps({topic: {str(p): offset for p, offset in offsets.items()}})
+
+
+def offset_syncs_start(inputs: AuditInputs) -> dict[int, int]:
+    """Per partition of the offset-sync topic, where this run reads it: the lowest position the
+    watermarks kept (every sync below it was checked by an earlier run), its start where a
+    partition has none."""
+    kept = [w.previous.offset_syncs_position if w.previous else None for w in inputs.windows]
+    return {
+        p: min((k.get(p, EARLIEST) if k else EARLIEST) for k in kept) if kept else EARLIEST
+        for p in inputs.offset_syncs_end
+    }
 
 
 def percentile(values: list[int], share: float) -> int:
@@ -63,10 +88,13 @@ def check_offset_syncs(
     }
     # The syncs are read after the windows: one at or past its remote partition's end then
     # names a record written since, which this run cannot judge (a live mirror's syncs). One
-    # before the watermark's target offset was checked by an earlier run.
+    # before the watermark's target offset, or below its position in the topic, was checked
+    # by an earlier run.
+    starts = offset_syncs_start(inputs)
+    news = any(max(start, 0) < inputs.offset_syncs_end[p] for p, start in starts.items())
     syncs = [
         s
-        for s in _internal(spark, options, topic, OffsetSync.decode)
+        for s in (_internal(spark, options, topic, OffsetSync.decode, starts) if news else [])
         if s.downstream_offset in target_range.get((s.topic, s.partition), range(0))
     ]
     log.info("offset syncs: %d to check", len(syncs))

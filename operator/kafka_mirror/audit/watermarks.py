@@ -46,6 +46,9 @@ class Watermark:
     target_offset: int  # every copy of a record at or after source_offset is at or after it
     records: int  # records verified below source_offset since the watermark started over
     full_request: str | None = None  # the full-audit request in effect when it started over
+    # Per partition of the offset-sync topic, the offset below which every sync of this
+    # partition was checked (None: read the topic from its start).
+    offset_syncs_position: dict[int, int] | None = None
 
     def key(self, mirror: str) -> bytes:
         return json.dumps([mirror, self.topic, self.partition]).encode()
@@ -58,6 +61,7 @@ class Watermark:
                 "targetOffset": self.target_offset,
                 "records": self.records,
                 "fullRequest": self.full_request,
+                "offsetSyncsPosition": self.offset_syncs_position,
             }
         ).encode()
 
@@ -67,6 +71,7 @@ class Watermark:
         mirror, topic, partition = json.loads(key)
         fields = json.loads(value)
         topic_id = fields["topicId"]
+        position = fields.get("offsetSyncsPosition")  # absent: written before it was kept
         return mirror, cls(
             topic,
             partition,
@@ -75,6 +80,7 @@ class Watermark:
             fields["targetOffset"],
             fields["records"],
             fields["fullRequest"],
+            {int(p): offset for p, offset in position.items()} if position else None,
         )
 
 
