@@ -39,8 +39,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconcile_latency import figures, mirror, operator_counts
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
+from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds
 

@@ -38,8 +38,8 @@ from kubernetes import client, watch
 from matplotlib import pyplot
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
+from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds
 from kafka_mirror.render import worker_name

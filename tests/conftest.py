@@ -18,9 +18,9 @@ from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror.audit.spark import session
+from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.builds import HELM, KUBECTL
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.devstack.prerequisites import unavailable_reason

@@ -22,7 +22,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.devstack.kube import KubeApiServer
+from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply
 from kafka_mirror.render import DEFAULT_IMAGE

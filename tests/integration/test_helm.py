@@ -11,8 +11,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.builds import prometheus_operator_crds
-from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.kube import api_client
 from tests.helpers.helm import CHART, run_helm
 from tests.helpers.kubectl import kubectl as run_kubectl

@@ -1,6 +1,6 @@
 """A real single-node Kubernetes cluster on this machine, with no image registry.
 
-etcd and kube-apiserver (devstack/kube.py, configured `for_node`), the kubelet,
+etcd and kube-apiserver (devstack/apiserver.py, configured `for_node`), the kubelet,
 kube-controller-manager, kube-scheduler and kube-proxy (built from the API server's pinned
 k8s.io/kubernetes), a containerd of the node's own with runc and the CNI bridge, host-local and
 loopback plugins (Debian's packages), and images made here (devstack/images.py).
@@ -31,6 +31,7 @@ from kubernetes import client
 from pydantic import BaseModel
 
 from kafka_mirror.devstack import hoststate, images
+from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.builds import (
     KUBE_CONTROLLER_MANAGER,
     KUBE_PROXY,
@@ -41,7 +42,6 @@ from kafka_mirror.devstack.builds import (
     progress,
 )
 from kafka_mirror.devstack.containerd import Containerd, cni_config
-from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.prerequisites import install_prerequisites
 from kafka_mirror.devstack.processes import ServerProcess, free_port, stop_pid
 from kafka_mirror.kube import api_client

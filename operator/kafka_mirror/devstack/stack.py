@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.builds import HELM, KUBECTL, cache_dir, progress
 from kafka_mirror.devstack.kafka import KafkaCluster
-from kafka_mirror.devstack.kube import KubeApiServer
 from kafka_mirror.devstack.processes import pid_alive, stop_pid
 
 
