@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import KafkaCluster, java_command
+from kafka_mirror.devstack.kafka import LocalKafka, java_command
 from kafka_mirror.devstack.processes import free_port
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.worker.config import WorkerConfig
@@ -33,13 +33,13 @@ from kafka_mirror.worker.config import WorkerConfig
 RESULTS = Path(__file__).parent / "results"
 
 
-def create_topic(cluster: KafkaCluster, topic: str, partitions: int) -> None:
+def create_topic(cluster: LocalKafka, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
 
 
 def produce_perf(
-    cluster: KafkaCluster, topic: str, records: int, size: int, rate: int = -1
+    cluster: LocalKafka, topic: str, records: int, size: int, rate: int = -1
 ) -> subprocess.Popen[str]:
     """Kafka's ProducerPerformance writing `records` records of `size` bytes (at `rate`/s, or as
     fast as it can); its output is read by `perf_rate`."""
@@ -68,7 +68,7 @@ def perf_rate(process: subprocess.Popen[str]) -> float:
     return float(rates[-1])
 
 
-def preload(cluster: KafkaCluster, topic: str, records: int, size: int, partitions: int) -> float:
+def preload(cluster: LocalKafka, topic: str, records: int, size: int, partitions: int) -> float:
     """`records` records of `size` bytes on a new topic; returns ProducerPerformance's rate."""
     create_topic(cluster, topic, partitions)
     return perf_rate(produce_perf(cluster, topic, records, size))
@@ -93,7 +93,7 @@ def end_offsets(admin: AdminClient, partitions: Iterable[tuple[str, int]]) -> in
 
 
 def worker_config(
-    a: KafkaCluster, b: KafkaCluster, mirror: str, includes: list[str], alias: str = "A"
+    a: LocalKafka, b: LocalKafka, mirror: str, includes: list[str], alias: str = "A"
 ) -> dict[str, Any]:
     return {
         "mirror": mirror,
@@ -158,7 +158,7 @@ def mirror_until_committed(
 
 
 def mirrored_preload(
-    a: KafkaCluster, b: KafkaCluster, workdir: Path, mirror: str, args: argparse.Namespace
+    a: LocalKafka, b: LocalKafka, workdir: Path, mirror: str, args: argparse.Namespace
 ) -> tuple[str, dict[str, Any]]:
     """`audited` on A with the records `audit_arguments` asked for, mirrored to B until the
     worker's group committed them all: the topic and the worker's configuration."""
@@ -236,12 +236,12 @@ def write_summary(summary: dict[str, Any], output: Path | None) -> None:
 
 
 @contextmanager
-def two_clusters() -> Iterator[tuple[Path, KafkaCluster, KafkaCluster]]:
+def two_clusters() -> Iterator[tuple[Path, LocalKafka, LocalKafka]]:
     """A work directory and Kafka A and B started in it; removed afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
     # The brokers' default group delay, as in production: a worker pod's processes (and
     # MirrorMaker 2's Connect workers) starting together form one generation.
-    a, b = (KafkaCluster(n, workdir / n, initial_rebalance_delay_ms=3000) for n in ("A", "B"))
+    a, b = (LocalKafka(n, workdir / n, initial_rebalance_delay_ms=3000) for n in ("A", "B"))
     try:
         print("starting Kafka A and B…", flush=True)
         a.start()

@@ -40,7 +40,7 @@ from reconcile_latency import figures, mirror, operator_counts
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
 from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds
 
@@ -183,7 +183,7 @@ def plot(sampler: OperatorSampler, marks: dict[str, float], path: Path) -> str:
     return str(path)
 
 
-def apply_mirrors(api: client.ApiClient, a: KafkaCluster, b: KafkaCluster, count: int) -> None:
+def apply_mirrors(api: client.ApiClient, a: LocalKafka, b: LocalKafka, count: int) -> None:
     def one(index: int) -> None:
         name = f"m{index:04d}"
         apply(api, mirror(name, NAMESPACE, a.bootstrap_servers, b.bootstrap_servers))

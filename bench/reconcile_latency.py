@@ -39,7 +39,7 @@ from matplotlib import pyplot
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
 from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds
 from kafka_mirror.render import worker_name
@@ -198,7 +198,7 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    a, b = KafkaCluster("A", workdir / "A"), KafkaCluster("B", workdir / "B")
+    a, b = LocalKafka("A", workdir / "A"), LocalKafka("B", workdir / "B")
     kube = KubeApiServer(workdir / "kube")
     operator: OperatorProcess | None = None
     watcher: DeploymentWatch | None = None

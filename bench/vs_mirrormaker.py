@@ -62,7 +62,7 @@ from confluent_kafka.admin import AdminClient
 from vs_mm2_report import MM2, OURS, plot, summarize, table
 
 from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import KafkaCluster, java_command
+from kafka_mirror.devstack.kafka import LocalKafka, java_command
 
 TOPICS, PARTITIONS = 8, 8
 LATENCY_WARMUP_SECONDS = 10
@@ -103,7 +103,7 @@ class Mirror:
 
     name: str
 
-    def __init__(self, a: KafkaCluster, b: KafkaCluster, workdir: Path) -> None:
+    def __init__(self, a: LocalKafka, b: LocalKafka, workdir: Path) -> None:
         self.a, self.b, self.workdir = a, b, workdir
         self.processes: list[subprocess.Popen[Any]] = []
 
@@ -224,7 +224,7 @@ class Latency:
 
 
 class Bench:
-    def __init__(self, a: KafkaCluster, b: KafkaCluster) -> None:
+    def __init__(self, a: LocalKafka, b: LocalKafka) -> None:
         self.a, self.b = a, b
         self.target_admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         self.runs = 0

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from kafka_mirror.audit.spark import session
 from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.builds import HELM, KUBECTL
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.devstack.prerequisites import unavailable_reason
@@ -37,35 +37,35 @@ def _cluster(
     brokers: int = 1,
     authorizer: bool = False,
     host: str = "127.0.0.1",
-) -> Iterator[KafkaCluster]:
+) -> Iterator[LocalKafka]:
     workdir = tmp_path_factory.mktemp(f"kafka-{alias}")
-    cluster = KafkaCluster(alias, workdir, brokers=brokers, authorizer=authorizer, host=host)
+    cluster = LocalKafka(alias, workdir, brokers=brokers, authorizer=authorizer, host=host)
     cluster.start()
     yield cluster
     cluster.remove()
 
 
 @pytest.fixture(scope="session")
-def kafka_a(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka_a(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """Real Kafka cluster A (KRaft, one node) on a loopback port."""
     yield from _cluster("A", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """Real Kafka cluster B (KRaft, one node) on a loopback port."""
     yield from _cluster("B", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def kafka_b3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka_b3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """A target cluster B of three brokers (node 1 also the KRaft controller), for the tests
     that stop one broker (`stop_broker(2)` or `3`) to stall the partitions that need it."""
     yield from _cluster("B", tmp_path_factory, brokers=3)
 
 
 @pytest.fixture(scope="session")
-def kafka_b_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka_b_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """A target cluster B (one node) whose brokers check ACLs (KRaft's StandardAuthorizer),
     allowing everything no ACL names: for the tests that deny the mirror a topic."""
     yield from _cluster("B", tmp_path_factory, authorizer=True)
@@ -225,7 +225,7 @@ def node_api(kube_node: KubeNode) -> Iterator[client.ApiClient]:
 @pytest.fixture(scope="session")
 def node_kafka_a(
     kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KafkaCluster]:
+) -> Iterator[LocalKafka]:
     """Kafka cluster A listening on (and advertising) the node's bridge address, which pods
     reach."""
     yield from _cluster("A", tmp_path_factory, host=GATEWAY)
@@ -234,7 +234,7 @@ def node_kafka_a(
 @pytest.fixture(scope="session")
 def node_kafka_b(
     kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KafkaCluster]:
+) -> Iterator[LocalKafka]:
     """Kafka cluster B on the node's bridge address."""
     yield from _cluster("B", tmp_path_factory, host=GATEWAY)
 
@@ -270,8 +270,8 @@ def node_pods(
 
 @pytest.fixture
 def node_stack(
-    node_kafka_a: KafkaCluster,
-    node_kafka_b: KafkaCluster,
+    node_kafka_a: LocalKafka,
+    node_kafka_b: LocalKafka,
     node_api: client.ApiClient,
     node_namespace: str,
     node_operator: OperatorProcess,

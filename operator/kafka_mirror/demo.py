@@ -21,7 +21,7 @@ from kafka_mirror import smoke
 from kafka_mirror.api.models import API_VERSION
 from kafka_mirror.devstack import pods, stack
 from kafka_mirror.devstack.builds import REPO_ROOT, progress
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.devstack.prerequisites import unavailable_reason
@@ -128,7 +128,7 @@ def run(out: TextIO) -> bool:
     workdir = stack.stack_dir() / "demo"
     shutil.rmtree(workdir, ignore_errors=True)  # the last run's logs
     node = KubeNode(workdir / "node")
-    clusters = [KafkaCluster(alias, workdir / f"kafka-{alias}", host=GATEWAY) for alias in "AB"]
+    clusters = [LocalKafka(alias, workdir / f"kafka-{alias}", host=GATEWAY) for alias in "AB"]
     try:
         progress("starting the node (the first run builds it: docs/dev-stack.md)")
         node.start()

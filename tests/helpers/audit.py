@@ -18,7 +18,7 @@ from kafka_mirror.controller.status import (
     MirrorObservation,
     mirror_status,
 )
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import checkpoints_topic
 from kafka_mirror.kafka.observe import ClusterReader, PartitionProgress
 from kafka_mirror.topics import TopicPlan
@@ -27,7 +27,7 @@ from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, 
 from tests.helpers.worker import WorkerProcess, wait_for, worker_config
 
 
-def commit(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+def commit(cluster: LocalKafka, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Commit `offsets` (partition → offset) for `group`, which has no member now."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     consumer.commit(
@@ -36,7 +36,7 @@ def commit(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int
     consumer.close()
 
 
-def delete_before(cluster: KafkaCluster, topic: str, offsets: dict[int, int]) -> None:
+def delete_before(cluster: LocalKafka, topic: str, offsets: dict[int, int]) -> None:
     """What retention does to a log: its start moves to `offsets` (DeleteRecords)."""
     admin = admin_for(cluster.bootstrap_servers)
     request = [TopicPartition(topic, p, o) for p, o in offsets.items()]
@@ -60,7 +60,7 @@ def mirror_everything(
     config: dict[str, Any],
     topic: str,
     tmp_path: Path,
-    target: KafkaCluster,
+    target: LocalKafka,
     name: str = "worker",
 ) -> WorkerProcess:
     """Run the worker until its group committed every record of `topic` and it wrote
@@ -85,8 +85,8 @@ def mirror_everything(
 
 
 def mirror_new_topic(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     tmp_path: Path,
     partitions: int = 1,
     count: int = 100,

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from kafka_mirror.render import label_selector
@@ -37,7 +37,7 @@ def values(tag: str, first: int, count: int) -> list[Record]:
 
 
 def application(
-    cluster: KafkaCluster, group: str, topics: list[str], limit: int | None
+    cluster: LocalKafka, group: str, topics: list[str], limit: int | None
 ) -> list[bytes]:
     """The application's consumer: reads `topics` in its group, from its committed offsets,
     `limit` records (then commits mid-stream and leaves) or, without a limit, to their ends."""
@@ -82,7 +82,7 @@ def application(
     return read
 
 
-def remote_values(target: KafkaCluster, remote: str, count: int) -> set[bytes]:
+def remote_values(target: LocalKafka, remote: str, count: int) -> set[bytes]:
     """Every value on the remote topic of B, once it holds `count` distinct ones."""
     consume(target.bootstrap_servers, remote, count, timeout=90)  # until that many arrived
     return {r.value or b"" for p in range(PARTITIONS) for r in read_partition(target, remote, p, 0)}
@@ -100,7 +100,7 @@ class Scenario:
 
 
 def start_scenario(
-    kube_api: client.ApiClient, namespace: str, a: KafkaCluster, b: KafkaCluster
+    kube_api: client.ApiClient, namespace: str, a: LocalKafka, b: LocalKafka
 ) -> Scenario:
     """The mirror a-to-b of a new topic; a producer writes 300 records on A and the application
     reads 200 of them, commits mid-stream and leaves."""
@@ -116,7 +116,7 @@ def start_scenario(
     return Scenario(topic, app, read_on_a)
 
 
-def checkpoints_follow(b: KafkaCluster, a: KafkaCluster, group: str, topic: str) -> None:
+def checkpoints_follow(b: LocalKafka, a: LocalKafka, group: str, topic: str) -> None:
     """Until the group's checkpoints on B name its committed offsets on A."""
     at = {p: o for (t, p), o in group_offsets(a, group).items() if t == topic}
 
@@ -144,7 +144,7 @@ def restart_operator_during(
 
 
 def failed_over_consumer_checks(
-    b: KafkaCluster, group: str, remote: str, on_b: set[bytes], read_on_a: list[bytes]
+    b: LocalKafka, group: str, remote: str, on_b: set[bytes], read_on_a: list[bytes]
 ) -> int:
     """The group resumed on B from the committed offsets: no record of B skipped; returns the
     re-reads (records it had already read on A)."""
@@ -220,7 +220,7 @@ class AckedProducer(threading.Thread):
     and keeps, for each record the cluster acknowledged, when the acknowledgement arrived (wall
     clock)."""
 
-    def __init__(self, cluster: KafkaCluster, topic: str, first: int) -> None:
+    def __init__(self, cluster: LocalKafka, topic: str, first: int) -> None:
         super().__init__(daemon=True)
         self.topic, self.next = topic, first
         self.producer = Producer(

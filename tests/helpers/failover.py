@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic, newest_provenance
 from tests.helpers.worker import read_partition
 
 
 def newest_checkpoints(
-    target: KafkaCluster, remote: str, source_alias: str = "A"
+    target: LocalKafka, remote: str, source_alias: str = "A"
 ) -> dict[tuple[str, int], Checkpoint]:
     """The newest checkpoint of each (group, partition) of `remote`, read straight from the
     target's checkpoints topic."""
@@ -25,9 +25,7 @@ def newest_checkpoints(
     return newest
 
 
-def source_offsets(
-    target: KafkaCluster, remote: str, partition: int, alias: str = "A"
-) -> list[int]:
+def source_offsets(target: LocalKafka, remote: str, partition: int, alias: str = "A") -> list[int]:
     """The source offset of each record of a remote partition, in order, by its header."""
     copies = read_partition(target, remote, partition, 0)
     assert [r.offset for r in copies] == list(range(len(copies)))

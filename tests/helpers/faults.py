@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.content import check_content
 from tests.helpers.kafka import admin_for, end_offsets, produce, records
@@ -37,7 +37,7 @@ class Outcome:
 class SteadyProducer(threading.Thread):
     """Produces `total` records to `topic` at about `per_second`, in batches."""
 
-    def __init__(self, cluster: KafkaCluster, topic: str, total: int, per_second: int) -> None:
+    def __init__(self, cluster: LocalKafka, topic: str, total: int, per_second: int) -> None:
         super().__init__(daemon=True)
         self.cluster, self.topic, self.total, self.per_second = cluster, topic, total, per_second
         self.error: BaseException | None = None
@@ -59,7 +59,7 @@ class SteadyProducer(threading.Thread):
 
 
 def resend_bound(
-    source: KafkaCluster, group: str, topics: list[str], fault: Callable[[], None]
+    source: LocalKafka, group: str, topics: list[str], fault: Callable[[], None]
 ) -> int:
     """Run `fault`; what it can make the workers send again: the records not committed before
     it began, up to the source's end once it is over (an upper bound)."""
@@ -69,7 +69,7 @@ def resend_bound(
 
 
 def committed_through(
-    source: KafkaCluster, group: str, targets: dict[tuple[str, int], int]
+    source: LocalKafka, group: str, targets: dict[tuple[str, int], int]
 ) -> Callable[[], bool]:
     def done() -> bool:
         committed = group_offsets(source, group)
@@ -78,7 +78,7 @@ def committed_through(
     return done
 
 
-def ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int], int]:
+def ends(source: LocalKafka, topics: list[str]) -> dict[tuple[str, int], int]:
     return {
         (topic, partition): end
         for topic in topics
@@ -87,7 +87,7 @@ def ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int], int]:
 
 
 def seconds_until_committed(
-    source: KafkaCluster, group: str, topics: list[str], since: float, timeout: float = 180
+    source: LocalKafka, group: str, topics: list[str], since: float, timeout: float = 180
 ) -> float:
     """Seconds from `since` until the workers committed everything on the source now."""
     wait_for(committed_through(source, group, ends(source, topics)), timeout, "the commits")
@@ -101,7 +101,7 @@ def audited(config: dict[str, Any], spark: SparkSession, total: int) -> AuditRep
     return report
 
 
-def settle(kafka_a: KafkaCluster, config: dict[str, Any], topics: list[str]) -> int:
+def settle(kafka_a: LocalKafka, config: dict[str, Any], topics: list[str]) -> int:
     """Wait until everything on the source is committed; the number of source records."""
     targets = ends(kafka_a, topics)
     wait_for(committed_through(kafka_a, worker_group(config), targets), 180, "final commits")
@@ -111,7 +111,7 @@ def settle(kafka_a: KafkaCluster, config: dict[str, Any], topics: list[str]) -> 
 def audit_and_record(
     outcomes: list[Outcome],
     fault: str,
-    kafka_a: KafkaCluster,
+    kafka_a: LocalKafka,
     config: dict[str, Any],
     topics: list[str],
     spark: SparkSession,
@@ -126,7 +126,7 @@ def audit_and_record(
     outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))
 
 
-def committed_problems(source: KafkaCluster, group: str) -> dict[tuple[str, int], str]:
+def committed_problems(source: LocalKafka, group: str) -> dict[tuple[str, int], str]:
     """The reasons the workers committed with their offsets, per topic and partition (read
     straight from the source's group coordinator)."""
     admin = admin_for(source.bootstrap_servers)
@@ -141,8 +141,8 @@ def committed_problems(source: KafkaCluster, group: str) -> dict[tuple[str, int]
 def verify(
     outcomes: list[Outcome],
     fault: str,
-    source: KafkaCluster,
-    target: KafkaCluster,
+    source: LocalKafka,
+    target: LocalKafka,
     config: dict[str, Any],
     topics: list[str],
     workers: list[WorkerProcess],

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.traffic import TrafficGenerator, TrafficSpec
 from tests.helpers.worker import StartWorker, WorkerProcess, worker_config, worker_group
@@ -16,14 +16,14 @@ RATE = 10_000
 
 
 def traffic(
-    source: KafkaCluster, topic: str, workdir: Path, name: str, **options: Any
+    source: LocalKafka, topic: str, workdir: Path, name: str, **options: Any
 ) -> TrafficGenerator:
     spec = TrafficSpec.for_topics(source.bootstrap_servers, [topic], **options)
     return TrafficGenerator(spec, workdir, name).start()
 
 
 def mirror_topic(
-    source: KafkaCluster, target: KafkaCluster, start_worker: StartWorker, prefix: str, count: int
+    source: LocalKafka, target: LocalKafka, start_worker: StartWorker, prefix: str, count: int
 ) -> tuple[str, dict[str, Any], str, WorkerProcess]:
     """A new topic of `count` partitions on the source and a worker mirroring it: the topic,
     the worker's configuration, its group and the worker."""

@@ -6,13 +6,13 @@ import subprocess
 from collections.abc import Sequence
 
 from kafka_mirror.devstack.builds import REPO_ROOT, kafka_libs, require
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 
 Offsets = dict[tuple[str, int], int]  # (remote topic, partition) → downstream offset
 
 
 def translate_groups(
-    target: KafkaCluster, groups: Sequence[str], source_alias: str = "A"
+    target: LocalKafka, groups: Sequence[str], source_alias: str = "A"
 ) -> dict[str, Offsets]:
     """Kafka's own RemoteClusterUtils.translateOffsets for each group, run from Java (one JVM
     for all of them) against the checkpoints on `target`."""
@@ -40,5 +40,5 @@ def translate_groups(
     return translated
 
 
-def translate_with_mirror_client(target: KafkaCluster, group: str) -> Offsets:
+def translate_with_mirror_client(target: LocalKafka, group: str) -> Offsets:
     return translate_groups(target, [group])[group]

@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes import client
 
 from kafka_mirror.devstack import pods
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.render import label_selector
@@ -106,8 +106,8 @@ class NodeStack:
     admin client of the node's API server, a fresh namespace, the operator watching it, and the
     namespace's pods."""
 
-    kafka_a: KafkaCluster
-    kafka_b: KafkaCluster
+    kafka_a: LocalKafka
+    kafka_b: LocalKafka
     api: client.ApiClient
     namespace: str
     operator: OperatorProcess

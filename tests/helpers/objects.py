@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from tests.helpers.kafka import end_offsets
 
 
@@ -84,5 +84,5 @@ def status_of(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any
     return dict(get_custom(api, namespace, "kafkamirrors", name).get("status", {}))
 
 
-def remote_end(cluster: KafkaCluster, topic: str) -> int:
+def remote_end(cluster: LocalKafka, topic: str) -> int:
     return sum(end_offsets(cluster.bootstrap_servers, topic).values())

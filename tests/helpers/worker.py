@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.processes import ChildProcess, free_port
 from tests.helpers.kafka import Record, create_topics, end_offsets, unique
 
@@ -27,8 +27,8 @@ StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture
 
 
 def worker_config(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     includes: list[str],
     excludes: list[str] | None = None,
     **overrides: Any,
@@ -120,7 +120,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: fl
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
+def group_offsets(cluster: LocalKafka, group: str) -> dict[tuple[str, int], int]:
     # A client of its own: the session's cached one kept timing out on group requests after
     # its cluster restarted (seen with librdkafka 2.16).
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -133,7 +133,7 @@ def group_offsets(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], in
     }
 
 
-def read_partition(cluster: KafkaCluster, topic: str, partition: int, start: int) -> list[Record]:
+def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) -> list[Record]:
     """The records of one partition from `start` to its end (as of the call)."""
     end = end_offsets(cluster.bootstrap_servers, topic)[partition]
     consumer = Consumer(
@@ -168,7 +168,7 @@ def read_partition(cluster: KafkaCluster, topic: str, partition: int, start: int
     return out
 
 
-def commit_group(cluster: KafkaCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+def commit_group(cluster: LocalKafka, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Set `group`'s committed offsets on `cluster`, as a consumer stopping there leaves them."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     request = [
@@ -186,7 +186,7 @@ def worker_group(config: dict[str, Any]) -> str:
 
 
 def wait_until_mirrored(
-    kafka_a: KafkaCluster, config: dict[str, Any], topic: str, timeout: float = 120
+    kafka_a: LocalKafka, config: dict[str, Any], topic: str, timeout: float = 120
 ) -> None:
     """Until the workers committed the source's end offsets: all of it acknowledged by B.
 
@@ -195,7 +195,7 @@ def wait_until_mirrored(
     wait_until_settled([(kafka_a, config, [topic])], timeout)
 
 
-Mirror = tuple[KafkaCluster, dict[str, Any], list[str]]  # source cluster, configuration, topics
+Mirror = tuple[LocalKafka, dict[str, Any], list[str]]  # source cluster, configuration, topics
 
 
 def wait_until_settled(mirrors: list[Mirror], timeout: float = 180) -> None:
@@ -221,8 +221,8 @@ class IdentityPair:
     and B → A, so two workers), and `derived`, a topic of A's for the records an application
     derives there, which A → B mirrors too."""
 
-    kafka_a: KafkaCluster
-    kafka_b: KafkaCluster
+    kafka_a: LocalKafka
+    kafka_b: LocalKafka
     topic: str
     derived: str
     forward: dict[str, Any]
@@ -237,7 +237,7 @@ class IdentityPair:
 
 
 def start_identity_pair(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker, partitions: int
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker, partitions: int
 ) -> IdentityPair:
     topic, derived = unique("identity"), unique("derived")
     for cluster in (kafka_a, kafka_b):

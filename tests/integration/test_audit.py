@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror.audit.main import append_history, audit
 from kafka_mirror.audit.spark import session
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, checkpoints_topic, offset_syncs_topic
 from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.audit import commit, mirror_everything
@@ -39,7 +39,7 @@ def spark() -> Iterator[SparkSession]:
 
 
 def mirrored(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, tmp_path: Path
 ) -> tuple[str, dict[str, Any]]:
     """A topic on A, mirrored to B by the worker until its group committed everything, with an
     application group at offset 50 whose checkpoints the worker wrote; the worker is stopped."""
@@ -53,7 +53,7 @@ def mirrored(
 
 
 def test_a_clean_mirror_passes_with_exact_counts(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     topic, config = mirrored(kafka_a, kafka_b, tmp_path)
     # A sync for a record written after the audit read the target (found on the real node:
@@ -80,7 +80,7 @@ def test_a_clean_mirror_passes_with_exact_counts(
 
 
 def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_offsets(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     topic, config = mirrored(kafka_a, kafka_b, tmp_path)
     remote = f"{topic}.A"

@@ -18,7 +18,7 @@ import yaml
 from pyspark.sql import SparkSession
 
 from kafka_mirror.audit.main import audit
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.spark import SparkStandalone
 from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.audit import commit, delete_before, mirror_everything
@@ -53,8 +53,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalon
 
 
 def test_the_audit_on_a_standalone_cluster_counts_what_local_mode_counts(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     spark: SparkSession,
     cluster: SparkStandalone,
     tmp_path: Path,

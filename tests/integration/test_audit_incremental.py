@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.watermarks import read_watermarks
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.audit import commit, mirror_everything, mirror_new_topic
 from tests.helpers.kafka import admin_for, create_topics, produce, records
@@ -39,7 +39,7 @@ def counts(report: AuditReport) -> tuple[int, int, int]:
 
 
 def test_a_run_after_new_records_audits_only_those_with_the_full_runs_verdict(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path, partitions=3, count=300)
     parsed = WorkerConfig.model_validate(config)
@@ -67,7 +67,7 @@ def test_a_run_after_new_records_audits_only_those_with_the_full_runs_verdict(
 
 
 def test_a_loss_in_the_new_records_is_found_and_audited_again(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """10 records after the watermark that the workers' group committed though the target
     never got them: found by the incremental run, and by the next, since the watermark stays
@@ -87,7 +87,7 @@ def test_a_loss_in_the_new_records_is_found_and_audited_again(
 
 
 def test_a_recreated_topic_starts_over(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path, count=100)
     parsed = WorkerConfig.model_validate(config)
@@ -105,7 +105,7 @@ def test_a_recreated_topic_starts_over(
 
 
 def test_a_full_audit_ignores_the_watermark_and_a_checkpoint_behind_it_is_judged(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """Two partitions; group "app" at 50 on partition 1, checkpointed: its checkpoint lies
     behind partition 1's watermark, so that partition is audited in full every run."""

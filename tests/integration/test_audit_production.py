@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror.api.models import KafkaMirrorStatus
 from kafka_mirror.audit.main import audit
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import (
     PROVENANCE_HEADER,
     OffsetSync,
@@ -51,7 +51,7 @@ from tests.helpers.worker import StartWorker, WorkerProcess, wait_for, worker_co
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
-def syncs_below(kafka_a: KafkaCluster, topic: str, limits: dict[int, int]) -> int:
+def syncs_below(kafka_a: LocalKafka, topic: str, limits: dict[int, int]) -> int:
     """Offset syncs of `topic` (read straight from their topic on A, where the workers keep
     them by default) whose target record lies below `limits` (partition → offset)."""
     syncs_topic = offset_syncs_topic("A", "B", "source")
@@ -66,7 +66,7 @@ def syncs_below(kafka_a: KafkaCluster, topic: str, limits: dict[int, int]) -> in
 
 
 def test_records_expired_on_either_side_are_unverifiable_not_missing(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """The remote topic's retention removed the first 40 records of partitions 0 and 1; the
     source's removed the first 30 of partition 2 after they were mirrored."""
@@ -90,7 +90,7 @@ def test_records_expired_on_either_side_are_unverifiable_not_missing(
 
 
 def test_a_compacted_source_topic_passes(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """30 records over 10 keys, compacted by the source's log cleaner to the newest of each
     (offset gaps the workers and the audit cross), then mirrored."""
@@ -131,7 +131,7 @@ def test_a_compacted_source_topic_passes(
 
 
 def test_a_remote_topic_compacted_on_the_target_passes(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """30 records over 10 keys mirrored; then the remote topic is made compacted on the target
     (the source is not), and the cleaner keeps the newest copy of each key: the 20 older
@@ -175,7 +175,7 @@ def test_a_remote_topic_compacted_on_the_target_passes(
     assert (report.records_checked, report.expired_on_target, report.missing) == (10, 20, 0)
 
 
-def read_all(cluster: KafkaCluster, topic: str) -> list[int]:
+def read_all(cluster: LocalKafka, topic: str) -> list[int]:
     """The offsets of every record in the topic's partition 0, read straight from Kafka."""
     end = end_offsets(cluster.bootstrap_servers, topic)[0]
     consumer = Consumer(
@@ -191,7 +191,7 @@ def read_all(cluster: KafkaCluster, topic: str) -> list[int]:
 
 
 def test_a_source_with_an_aborted_transaction_passes(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """10 records of an aborted transaction between 20 committed ones: the workers never mirror
     them (they read committed), and the audit does not miss them."""
@@ -218,7 +218,7 @@ def test_a_source_with_an_aborted_transaction_passes(
 
 
 def test_identity_both_ways_passes_with_the_cycle_skips_counted(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """`t` on A and on B, mirrored A → B and B → A under identity naming: A's `t` holds its own
     20 records and B's 30 copied back, which the A → B workers skip as cycles."""
@@ -254,12 +254,12 @@ def test_identity_both_ways_passes_with_the_cycle_skips_counted(
     assert (report.records_checked, report.skipped_cycles, report.missing) == (20, 30, 0)
 
 
-def source_id(cluster: KafkaCluster, topic: str) -> bytes | None:
+def source_id(cluster: LocalKafka, topic: str) -> bytes | None:
     return topic_ids(AdminClient({"bootstrap.servers": cluster.bootstrap_servers}), [topic])[topic]
 
 
 def test_a_recreated_source_topic_cannot_hide_a_missing_copy(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """100 records mirrored; the topic deleted and created again on A with 50 records, mirrored
     after the first 100 copies; then one more record that the workers' group commits though
@@ -285,7 +285,7 @@ def test_a_recreated_source_topic_cannot_hide_a_missing_copy(
 
 
 def test_a_record_altered_on_the_target_fails_naming_it(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, spark: SparkSession, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:
     """Record 100 of A's topic reaches B with another value (its only copy there): present, but
     not what the source holds."""
@@ -328,8 +328,8 @@ def status_of(config: dict[str, object], topic: str) -> KafkaMirrorStatus:
 
 
 def test_records_that_left_the_source_before_they_were_mirrored_are_lost(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     spark: SparkSession,
     tmp_path: Path,
     start_worker: StartWorker,

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from kafka_mirror import demo
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import KubeNode
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka, pytest.mark.spark, pytest.mark.node]
@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.kube, pytest.mark.kafka, pytest.mark.spark, pytest.mar
 def test_demo_runs_the_example_mirror_until_it_is_ready_with_no_lag_and_audits_it(
     kube_node: KubeNode,
     node_api: client.ApiClient,
-    node_kafka_a: KafkaCluster,
-    node_kafka_b: KafkaCluster,
+    node_kafka_a: LocalKafka,
+    node_kafka_b: LocalKafka,
     node_namespace: str,
     tmp_path: Path,
 ) -> None:

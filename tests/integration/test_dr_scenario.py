@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
 from tests.helpers.dr import (
@@ -48,7 +48,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
 SWITCHES = 2  # A to B, then B to A: each may re-read up to the bound per partition
 
 
-def topics_named(cluster: KafkaCluster, topic: str) -> set[str]:
+def topics_named(cluster: LocalKafka, topic: str) -> set[str]:
     listed = admin_for(cluster.bootstrap_servers).list_topics(timeout=10).topics
     return {name for name in listed if name.startswith(topic)}
 

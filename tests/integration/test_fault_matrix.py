@@ -21,7 +21,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.sql import SparkSession
 
 from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import KafkaCluster, java_command
+from kafka_mirror.devstack.kafka import LocalKafka, java_command
 from tests.helpers.content import check_content
 from tests.helpers.faults import (
     Outcome,
@@ -48,8 +48,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def test_partitions_added_twice_to_a_busy_topic(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],
@@ -84,8 +84,8 @@ def test_partitions_added_twice_to_a_busy_topic(
 
 
 def test_records_at_every_size_limit_and_one_over_the_targets(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],
@@ -140,7 +140,7 @@ def test_records_at_every_size_limit_and_one_over_the_targets(
     verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, 0, recovery)
 
 
-def keys_on(cluster: KafkaCluster, topic: str) -> set[bytes]:
+def keys_on(cluster: LocalKafka, topic: str) -> set[bytes]:
     reader = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
@@ -165,8 +165,8 @@ def keys_on(cluster: KafkaCluster, topic: str) -> set[bytes]:
 
 
 def test_the_remote_topic_deleted_on_the_target_mid_stream(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     outcomes: list[Outcome],
     tmp_path: Path,
@@ -197,8 +197,8 @@ def test_the_remote_topic_deleted_on_the_target_mid_stream(
 
 
 def test_the_target_down_for_three_minutes_at_20000_records_a_second(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],
@@ -228,8 +228,8 @@ def test_the_target_down_for_three_minutes_at_20000_records_a_second(
 
 
 def test_a_target_partition_stalled_while_the_others_flow(
-    kafka_a: KafkaCluster,
-    kafka_b3: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b3: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],
@@ -281,7 +281,7 @@ def test_a_target_partition_stalled_while_the_others_flow(
     verify(outcomes, fault, kafka_a, kafka_b3, config, [topic], [worker], spark, bound, recovery)
 
 
-def client_quota(cluster: KafkaCluster, setting: str | None) -> None:
+def client_quota(cluster: LocalKafka, setting: str | None) -> None:
     """Set (or, with None, delete) a default producer byte-rate quota on every broker of the
     cluster, with Kafka's own kafka-configs tool."""
     change = ["--add-config", setting] if setting else ["--delete-config", "producer_byte_rate"]
@@ -305,8 +305,8 @@ def client_quota(cluster: KafkaCluster, setting: str | None) -> None:
 
 
 def test_the_target_throttled_by_a_quota_behind_a_backlog_of_millions(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],
@@ -345,9 +345,9 @@ def test_the_target_throttled_by_a_quota_behind_a_backlog_of_millions(
 
 
 def test_fan_in_of_two_sources_with_offset_syncs_on_the_target(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
-    kafka_b3: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
+    kafka_b3: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer
 from pyspark.sql import SparkSession
 
 from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import KafkaCluster, java_command
+from kafka_mirror.devstack.kafka import LocalKafka, java_command
 from tests.helpers.failover import newest_checkpoints, resumed, source_offsets
 from tests.helpers.faults import Outcome, verify
 from tests.helpers.kafka import end_offsets, unique
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 SHIFT = 5_000  # records a partition the group is rewound by
 
 
-def consume_and_commit(source: KafkaCluster, group: str, topic: str, seconds: float) -> None:
+def consume_and_commit(source: LocalKafka, group: str, topic: str, seconds: float) -> None:
     """An application reading `topic` for a while, committing, then leaving its group."""
     consumer = Consumer(
         {
@@ -47,7 +47,7 @@ def consume_and_commit(source: KafkaCluster, group: str, topic: str, seconds: fl
     consumer.close()
 
 
-def reset_by(source: KafkaCluster, group: str, topic: str, shift: int) -> None:
+def reset_by(source: LocalKafka, group: str, topic: str, shift: int) -> None:
     """Kafka's own kafka-consumer-groups tool, as an operator rewinds a stopped group."""
     subprocess.run(
         java_command(
@@ -71,12 +71,12 @@ def reset_by(source: KafkaCluster, group: str, topic: str, shift: int) -> None:
     )
 
 
-def positions(source: KafkaCluster, group: str, topic: str) -> dict[int, int]:
+def positions(source: LocalKafka, group: str, topic: str) -> dict[int, int]:
     return {p: o for (t, p), o in group_offsets(source, group).items() if t == topic}
 
 
 def checkpointed(
-    target: KafkaCluster, remote: str, group: str, at: dict[int, int]
+    target: LocalKafka, remote: str, group: str, at: dict[int, int]
 ) -> Callable[[], bool]:
     """Whether the group's newest checkpoint of every partition names its position `at`."""
 
@@ -91,8 +91,8 @@ def checkpointed(
 
 
 def test_a_group_reset_on_the_source_reaches_its_checkpoint(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],

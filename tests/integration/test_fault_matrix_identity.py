@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from tests.helpers.content import check_content
 from tests.helpers.derive import DerivingApp
 from tests.helpers.faults import Outcome
@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.kafka]
 
 
 def test_identity_both_ways_with_records_derived_from_mirrored_ones(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     outcomes: list[Outcome],
     tmp_path: Path,

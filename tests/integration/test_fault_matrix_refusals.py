@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 )
 from pyspark.sql import SparkSession
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from tests.helpers.faults import (
     Outcome,
     committed_problems,
@@ -58,7 +58,7 @@ PARTITIONS = 4
 REFUSED_SECONDS = 20
 
 
-def deny_write(target: KafkaCluster, topic: str, describe: bool) -> None:
+def deny_write(target: LocalKafka, topic: str, describe: bool) -> None:
     """An ACL denying everyone Write on `topic`; with `describe`, one allowing them Describe, as
     a cluster whose ACLs grant the mirror that would (with no ACL allowing it, the brokers hide
     the topic too). Through the Admin API's CreateAcls, as Kafka's kafka-acls tool does."""
@@ -79,7 +79,7 @@ def deny_write(target: KafkaCluster, topic: str, describe: bool) -> None:
         future.result(10)
 
 
-def remove_acls(target: KafkaCluster, topic: str) -> None:
+def remove_acls(target: LocalKafka, topic: str) -> None:
     """Delete everyone's ACLs of `topic` (`deny_write`'s): with none, the brokers allow
     everything on it again."""
     everyones = AclBindingFilter(
@@ -95,7 +95,7 @@ def remove_acls(target: KafkaCluster, topic: str) -> None:
     assert deleted, f"no ACL of {topic} to delete"
 
 
-def cleanup_policy(target: KafkaCluster, topic: str, policy: str) -> None:
+def cleanup_policy(target: LocalKafka, topic: str, policy: str) -> None:
     """Set `topic`'s cleanup.policy on the target, as its administrators would."""
     entry = ConfigEntry("cleanup.policy", policy, incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
@@ -103,8 +103,8 @@ def cleanup_policy(target: KafkaCluster, topic: str, policy: str) -> None:
 
 
 def one_topic_refused(
-    source: KafkaCluster,
-    target: KafkaCluster,
+    source: LocalKafka,
+    target: LocalKafka,
     start_worker: StartWorker,
     tmp_path: Path,
     refuse: Callable[[str], None],
@@ -169,8 +169,8 @@ def one_topic_refused(
 
 @pytest.mark.parametrize("describe", [True, False], ids=["describe-allowed", "topic-hidden"])
 def test_write_denied_on_one_remote_topic_stops_that_topic_alone(
-    kafka_a: KafkaCluster,
-    kafka_b_acl: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b_acl: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],
@@ -198,8 +198,8 @@ def test_write_denied_on_one_remote_topic_stops_that_topic_alone(
 
 
 def test_a_remote_topic_made_compacted_refuses_records_without_keys(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],

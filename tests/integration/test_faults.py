@@ -18,7 +18,7 @@ from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror import render
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
 from tests.helpers.faults import (
@@ -104,8 +104,8 @@ def test_worker_pods_killed_every_few_seconds_lose_nothing(
 @pytest.mark.parametrize("broker", ["target", "source"])
 def test_a_broker_restarted_mid_stream_loses_nothing(
     broker: str,
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     spark: SparkSession,
     outcomes: list[Outcome],

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from tests.helpers.content import ContentReport, Place, check_content
 from tests.helpers.kafka import (
@@ -36,7 +36,7 @@ RATE = 20_000  # records a second: the fault matrix's steady traffic
 
 
 def test_the_traffic_keeps_its_rate_while_a_worker_mirrors_it_and_the_copy_is_exact(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker, tmp_path: Path
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker, tmp_path: Path
 ) -> None:
     topic = unique("traffic")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
@@ -62,7 +62,7 @@ def test_the_traffic_keeps_its_rate_while_a_worker_mirrors_it_and_the_copy_is_ex
 
 
 def test_the_traffic_is_what_its_spec_regenerates_up_to_near_the_size_limit(
-    kafka_a: KafkaCluster, tmp_path: Path
+    kafka_a: LocalKafka, tmp_path: Path
 ) -> None:
     topics = [unique("regen"), unique("regen")]
     create_topics(kafka_a.bootstrap_servers, topics, partitions=3)
@@ -89,7 +89,7 @@ def mirrored(record: Record) -> Record:
 
 
 def test_the_content_check_finds_missing_duplicated_and_unexpected_records(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster
+    kafka_a: LocalKafka, kafka_b: LocalKafka
 ) -> None:
     topic = unique("content")
     remote = f"{topic}.A"
@@ -158,7 +158,7 @@ class AckedWrites:
 
 
 def test_three_brokers_stall_the_partitions_a_stopped_broker_is_needed_for(
-    kafka_b3: KafkaCluster,
+    kafka_b3: LocalKafka,
 ) -> None:
     bootstrap = kafka_b3.bootstrap_servers
     nodes = admin_for(bootstrap).describe_cluster().result(10).nodes

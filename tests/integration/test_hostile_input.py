@@ -27,7 +27,7 @@ from kafka_mirror.api.models import (
     MirrorTopicSelectionSpec,
 )
 from kafka_mirror.api.policy import AllowLists, not_allowed
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from kafka_mirror.render import DEFAULT_IMAGE
@@ -124,8 +124,8 @@ def _message(error: ApiException) -> str:
 
 
 def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     kube_api: client.ApiClient,
     namespace: str,
     operator: OperatorProcess,

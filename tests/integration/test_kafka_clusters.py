@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
+from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, LocalKafka
 from tests.helpers.kafka import Record, consume, create_topics, produce
 from tests.helpers.worker import wait_for
 
@@ -19,20 +19,20 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture(params=["A", "B", "B3"])
-def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
+def cluster(request: pytest.FixtureRequest) -> LocalKafka:
     """Each cluster: A and B of one node, and the three-broker B3 (whose partitions on nodes 2
     and 3 are reached over their own listeners)."""
     return request.getfixturevalue(f"kafka_{request.param.lower()}")  # type: ignore[no-any-return]
 
 
-def test_clusters_are_distinct(kafka_a: KafkaCluster, kafka_b: KafkaCluster) -> None:
+def test_clusters_are_distinct(kafka_a: LocalKafka, kafka_b: LocalKafka) -> None:
     # Keep each admin client referenced until its future resolves.
     admins = [AdminClient({"bootstrap.servers": c.bootstrap_servers}) for c in (kafka_a, kafka_b)]
     ids = {admin.describe_cluster().result(timeout=10).cluster_id for admin in admins}
     assert len(ids) == 2
 
 
-def test_produce_then_consume_keeps_every_record_field(cluster: KafkaCluster) -> None:
+def test_produce_then_consume_keeps_every_record_field(cluster: LocalKafka) -> None:
     topic = f"roundtrip-{uuid.uuid4().hex[:8]}"
     create_topics(cluster.bootstrap_servers, [topic], partitions=3)
     now_ms = int(time.time() * 1000)
@@ -52,7 +52,7 @@ def test_produce_then_consume_keeps_every_record_field(cluster: KafkaCluster) ->
     assert strip == {(r.key, r.value, r.headers, r.timestamp, r.partition) for r in sent}
 
 
-def test_admin_creates_and_describes_topics_and_configs(cluster: KafkaCluster) -> None:
+def test_admin_creates_and_describes_topics_and_configs(cluster: LocalKafka) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     topic = f"admin-{uuid.uuid4().hex[:8]}"
     create_topics(
@@ -72,7 +72,7 @@ def test_admin_creates_and_describes_topics_and_configs(cluster: KafkaCluster) -
 # --- the TLS listeners ------------------------------------------------------------------------
 
 
-def mutual_tls(cluster: KafkaCluster) -> dict[str, str]:
+def mutual_tls(cluster: LocalKafka) -> dict[str, str]:
     """A client of the SSL listener: trusts the cluster's CA and shows the client certificate."""
     return {
         "security.protocol": "SSL",
@@ -82,7 +82,7 @@ def mutual_tls(cluster: KafkaCluster) -> dict[str, str]:
     }
 
 
-def scram_over_tls(cluster: KafkaCluster) -> dict[str, str]:
+def scram_over_tls(cluster: LocalKafka) -> dict[str, str]:
     """A client of the SASL_SSL listener: trusts the cluster's CA and logs in with SCRAM."""
     return {
         "security.protocol": "SASL_SSL",
@@ -95,7 +95,7 @@ def scram_over_tls(cluster: KafkaCluster) -> dict[str, str]:
 
 @pytest.mark.parametrize("listener", ["ssl", "sasl_ssl"])
 def test_tls_listeners_carry_records_for_an_authenticated_client(
-    cluster: KafkaCluster, listener: str
+    cluster: LocalKafka, listener: str
 ) -> None:
     # librdkafka checks the broker's certificate and its name (127.0.0.1) by default.
     bootstrap, security = {
@@ -125,7 +125,7 @@ def refusal(bootstrap: str, security: dict[str, str]) -> str:
 
 
 def test_tls_listeners_refuse_a_client_without_a_certificate_or_the_right_ca(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster
+    kafka_a: LocalKafka, kafka_b: LocalKafka
 ) -> None:
     without_certificate = {"security.protocol": "SSL", "ssl.ca.pem": kafka_a.ca_certificate_pem}
     assert "bad certificate" in refusal(kafka_a.ssl_bootstrap_servers, without_certificate)

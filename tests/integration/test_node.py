@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
 from kafka_mirror.api.models import KafkaMirrorSpec
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.render import IMAGE_USER, build_deployment, build_worker_config
 
@@ -228,7 +228,7 @@ def test_a_pod_reaches_kafka_on_the_bridge_address(
     kube_node: KubeNode,
     node_api: client.ApiClient,
     node_namespace: str,
-    node_kafka_a: KafkaCluster,
+    node_kafka_a: LocalKafka,
 ) -> None:
     admin = AdminClient({"bootstrap.servers": node_kafka_a.bootstrap_servers})
     admin.create_topics([NewTopic("from-pod", 1, 1)])["from-pod"].result(30)

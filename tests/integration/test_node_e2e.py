@@ -18,7 +18,7 @@ from kubernetes import client
 
 from kafka_mirror import smoke
 from kafka_mirror.demo import example_objects
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, KafkaCluster
+from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, LocalKafka
 from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
 from kafka_mirror.render import (
@@ -42,7 +42,7 @@ WORKERS = label_selector(MIRROR)
 OPERATOR = f"app.kubernetes.io/instance={RELEASE}"
 
 
-def _examples(a: KafkaCluster, b: KafkaCluster, namespace: str) -> list[dict[str, Any]]:
+def _examples(a: LocalKafka, b: LocalKafka, namespace: str) -> list[dict[str, Any]]:
     """The examples, the source reached over SCRAM with the password from a Secret (so that
     rotating it has something to roll) and the audit due every minute."""
     mirror, selection = example_objects(a.sasl_bootstrap_servers, b.bootstrap_servers, namespace)
@@ -136,8 +136,8 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
     kube_node: KubeNode,
     node_api: client.ApiClient,
     node_namespace: str,
-    node_kafka_a: KafkaCluster,
-    node_kafka_b: KafkaCluster,
+    node_kafka_a: LocalKafka,
+    node_kafka_b: LocalKafka,
     helm: Path,
     kubectl: Path,
     tmp_path: Path,

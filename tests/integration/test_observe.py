@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.observe import ClusterReader
 from tests.helpers.kafka import create_topics, produce, records, unique
 
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.kafka]
 
 
 def test_the_latency_probe_finds_the_oldest_pending_record_on_every_refresh(
-    kafka_a: KafkaCluster,
+    kafka_a: LocalKafka,
 ) -> None:
     topic = unique()
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
@@ -41,7 +41,7 @@ def test_the_latency_probe_finds_the_oldest_pending_record_on_every_refresh(
 
 
 def test_reads_of_many_mirrors_at_once_each_get_their_own_partitions_right(
-    kafka_a: KafkaCluster,
+    kafka_a: LocalKafka,
 ) -> None:
     topics = [unique() for _ in range(8)]
     create_topics(kafka_a.bootstrap_servers, topics, partitions=2)

@@ -29,9 +29,8 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
-from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.api.models import KafkaCluster as ClusterSpec
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, KafkaCluster
+from kafka_mirror.api.models import GROUP, VERSION, KafkaCluster
+from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, LocalKafka
 from kafka_mirror.kube import apply
 from kafka_mirror.render import CONFIG_CHECKSUM_ANNOTATION
 from tests.helpers.kafka import admin_for, consume, create_topics, produce, records, unique
@@ -56,7 +55,7 @@ SOURCE_SECRET, TARGET_SECRET = "kafka-a-login", "kafka-b-tls"
 # --- credentials on the brokers and in Secrets ------------------------------------------------
 
 
-def scram_login_works(cluster: KafkaCluster, user: str, password: str) -> bool:
+def scram_login_works(cluster: LocalKafka, user: str, password: str) -> bool:
     """Whether the SASL_SSL listener accepts this user and password now."""
     admin = AdminClient(
         {
@@ -75,7 +74,7 @@ def scram_login_works(cluster: KafkaCluster, user: str, password: str) -> bool:
         return False
 
 
-def set_scram_password(cluster: KafkaCluster, user: str, password: str) -> None:
+def set_scram_password(cluster: LocalKafka, user: str, password: str) -> None:
     """Create or change a SCRAM user on the broker (over PLAINTEXT, as an administrator would),
     and wait until the SASL_SSL listener takes the password."""
     upsert = UserScramCredentialUpsertion(
@@ -86,14 +85,14 @@ def set_scram_password(cluster: KafkaCluster, user: str, password: str) -> None:
     wait_for(lambda: scram_login_works(cluster, user, password), 30, f"{user}'s new password")
 
 
-def fresh_scram_user(cluster: KafkaCluster) -> tuple[str, str]:
+def fresh_scram_user(cluster: LocalKafka) -> tuple[str, str]:
     """A SCRAM user of this test alone (other tests rely on the shared development user)."""
     user, password = unique("mirror-"), f"scram-{uuid.uuid4().hex}"
     set_scram_password(cluster, user, password)
     return user, password
 
 
-def source_login(namespace: str, cluster: KafkaCluster, user: str, password: str) -> dict[str, Any]:
+def source_login(namespace: str, cluster: LocalKafka, user: str, password: str) -> dict[str, Any]:
     """The Secret with everything the mirror needs to log in to A: user, password, CA."""
     return secret(
         SOURCE_SECRET,
@@ -104,7 +103,7 @@ def source_login(namespace: str, cluster: KafkaCluster, user: str, password: str
     )
 
 
-def target_tls(namespace: str, cluster: KafkaCluster) -> dict[str, Any]:
+def target_tls(namespace: str, cluster: LocalKafka) -> dict[str, Any]:
     """The Secret with B's CA and the client certificate and key for mutual TLS."""
     return secret(
         TARGET_SECRET,
@@ -117,7 +116,7 @@ def target_tls(namespace: str, cluster: KafkaCluster) -> dict[str, Any]:
     )
 
 
-def scram_over_tls_source(cluster: KafkaCluster) -> dict[str, Any]:
+def scram_over_tls_source(cluster: LocalKafka) -> dict[str, Any]:
     return {
         "bootstrapServers": cluster.sasl_ssl_bootstrap_servers,
         "tls": {"enabled": True, "caCertificate": {"name": SOURCE_SECRET, "key": "ca.crt"}},
@@ -129,7 +128,7 @@ def scram_over_tls_source(cluster: KafkaCluster) -> dict[str, Any]:
     }
 
 
-def mutual_tls_target(cluster: KafkaCluster) -> dict[str, Any]:
+def mutual_tls_target(cluster: LocalKafka) -> dict[str, Any]:
     return {
         "bootstrapServers": cluster.ssl_bootstrap_servers,
         "tls": {
@@ -518,5 +517,5 @@ def test_the_api_server_refuses_client_settings_that_override_security(
 @pytest.mark.parametrize("key", SECURITY_KEYS)
 def test_the_model_refuses_client_settings_that_override_security(key: str) -> None:
     with pytest.raises(ValidationError) as invalid:
-        ClusterSpec.model_validate(source_setting(key))
+        KafkaCluster.model_validate(source_setting(key))
     assert f"refused: {key}" in str(invalid.value)

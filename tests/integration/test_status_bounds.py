@@ -14,7 +14,7 @@ from kubernetes import client
 
 from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
 from kafka_mirror.controller.status import MAX_TOPIC_NAMES, MAX_TOPIC_STATUSES
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
@@ -31,11 +31,11 @@ API_SERVER_OBJECT_LIMIT = 1_572_864
 @pytest.fixture(scope="module")
 def wide_clusters(
     kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+) -> Iterator[tuple[LocalKafka, LocalKafka]]:
     """Clusters of their own, so 5,000 topics do not slow the session's other tests; on the
     node's bridge address, where the worker pod reaches them."""
     clusters = [
-        KafkaCluster(a, tmp_path_factory.mktemp(f"wide-{a}"), host=GATEWAY) for a in ("A", "B")
+        LocalKafka(a, tmp_path_factory.mktemp(f"wide-{a}"), host=GATEWAY) for a in ("A", "B")
     ]
     for cluster in clusters:
         cluster.start()
@@ -49,7 +49,7 @@ def size_of(obj: object) -> int:
 
 
 def test_a_mirror_of_5000_topics_keeps_its_status_small_and_its_counts_exact(
-    wide_clusters: tuple[KafkaCluster, KafkaCluster],
+    wide_clusters: tuple[LocalKafka, LocalKafka],
     node_api: client.ApiClient,
     node_namespace: str,
     node_operator: OperatorProcess,

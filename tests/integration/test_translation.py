@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, offset_syncs_topic
 from tests.helpers.failover import Resumed, newest_checkpoints, resumed, source_offsets
 from tests.helpers.kafka import create_topics, end_offsets, produce, records, unique
@@ -63,8 +63,8 @@ class Failover:
 
 
 def test_a_failed_over_group_rereads_nothing_it_had_committed(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     start_worker: StartWorker,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -149,14 +149,14 @@ def test_a_failed_over_group_rereads_nothing_it_had_committed(
     assert not rereads, f"failovers re-read records B holds once: {rereads}"
 
 
-def produce_steadily(cluster: KafkaCluster, topic: str) -> None:
+def produce_steadily(cluster: LocalKafka, topic: str) -> None:
     for _ in range(STEADY_CHUNKS):
         produce(cluster.bootstrap_servers, topic, records(STEADY_CHUNK, partitions=PARTITIONS))
         time.sleep(0.2)
 
 
 def settled_checkpoints(
-    kafka_b: KafkaCluster, remote: str, stops: list[Stop]
+    kafka_b: LocalKafka, remote: str, stops: list[Stop]
 ) -> dict[tuple[str, int], int]:
     """Every group's newest checkpoints once they name its positions and stop changing (the
     worker checkpoints every second; a translation made before the mirror had reached a
@@ -183,8 +183,8 @@ def settled_checkpoints(
 
 
 def fail_over(
-    kafka_a: KafkaCluster,
-    kafka_b: KafkaCluster,
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
     topic: str,
     stops: list[Stop],
     translated: dict[str, dict[tuple[str, int], int]],
@@ -219,7 +219,7 @@ def mm2_reread(syncs: list[tuple[int, int]], origins: list[int], position: int) 
     return sum(1 for offset in origins[d if u == position else d + 1 :] if offset < position)
 
 
-def published_syncs(kafka_a: KafkaCluster, topic: str) -> dict[int, list[tuple[int, int]]]:
+def published_syncs(kafka_a: LocalKafka, topic: str) -> dict[int, list[tuple[int, int]]]:
     """Every offset sync the worker published for `topic` (on A: the default location)."""
     syncs: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
     for record in read_partition(kafka_a, offset_syncs_topic("A", "B", "source"), 0, 0):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, KafkaCluster
+from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, LocalKafka
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.worker import remote_topics
 from tests.helpers.content import check_content
@@ -40,12 +40,12 @@ from tests.helpers.worker import (
 pytestmark = pytest.mark.kafka
 
 
-def topics_on(cluster: KafkaCluster) -> set[str]:
+def topics_on(cluster: LocalKafka) -> set[str]:
     admin = admin_for(cluster.bootstrap_servers)
     return set(admin.list_topics(timeout=10).topics)
 
 
-def end_offsets(cluster: KafkaCluster, topic: str) -> dict[int, int]:
+def end_offsets(cluster: LocalKafka, topic: str) -> dict[int, int]:
     return kafka_end_offsets(cluster.bootstrap_servers, topic)
 
 
@@ -64,7 +64,7 @@ def without_provenance(record: Record) -> tuple[Any, ...]:
 
 
 def test_selected_topics_mirror_every_record_field_and_nothing_else(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     p = unique()
     selected, excluded, cyclic = f"{p}.orders", f"{p}.scratch", f"{p}.orders.B"
@@ -94,7 +94,7 @@ def test_selected_topics_mirror_every_record_field_and_nothing_else(
 
 
 def test_remote_topics_copy_partitions_and_configs_and_grow(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     topic = unique("cfg")
     create_topics(
@@ -122,7 +122,7 @@ def test_remote_topics_copy_partitions_and_configs_and_grow(
 
 
 def test_new_topics_and_selection_changes_apply_live(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     p = unique()
     first, late = f"{p}.first", f"{p}.late"
@@ -165,11 +165,11 @@ def test_new_topics_and_selection_changes_apply_live(
 # --- identity naming: both ways, and topic incarnations --------------------------------------
 
 
-def topic_id(cluster: KafkaCluster, topic: str) -> bytes | None:
+def topic_id(cluster: LocalKafka, topic: str) -> bytes | None:
     return remote_topics.topic_ids(admin_for(cluster.bootstrap_servers), [topic])[topic]
 
 
-def provenances(cluster: KafkaCluster, topic: str) -> list[list[Provenance]]:
+def provenances(cluster: LocalKafka, topic: str) -> list[list[Provenance]]:
     """Each record's provenance headers, oldest hop first."""
     return [
         [Provenance.decode(v) for k, v in r.headers if k == PROVENANCE_HEADER and v is not None]
@@ -179,7 +179,7 @@ def provenances(cluster: KafkaCluster, topic: str) -> list[list[Provenance]]:
 
 
 def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     """A ↔ B, `t` mirrored as `t` both ways; an application on A derives a record from each of
     B's records mirrored into A's `t` and writes it to A's `u`, headers copied. Each side's
@@ -193,7 +193,7 @@ def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
     assert app.finish(timeout=120) == 150
     pair.wait_until_settled(120)
 
-    def count(cluster: KafkaCluster, topic: str) -> int:
+    def count(cluster: LocalKafka, topic: str) -> int:
         return sum(end_offsets(cluster, topic).values())
 
     assert (count(kafka_a, t), count(kafka_b, t)) == (250, 250)  # each record once, no echo
@@ -212,7 +212,7 @@ def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
 
 
 def test_a_topic_created_again_on_the_source_is_named_by_its_new_id(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     topic = unique("again")
     create_topics(kafka_a.bootstrap_servers, [topic])
@@ -241,7 +241,7 @@ def test_a_topic_created_again_on_the_source_is_named_by_its_new_id(
 
 
 def test_checkpoints_work_with_mirror_client_and_failover_skips_nothing(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     topic, group = unique("pay"), unique("billing")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
@@ -277,7 +277,7 @@ def test_checkpoints_work_with_mirror_client_and_failover_skips_nothing(
 
 
 def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     topic, group = unique("sync"), unique("app")
     remote = f"{topic}.A"
@@ -335,7 +335,7 @@ def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
 
 
 def test_unreachable_source_is_reported_and_the_worker_keeps_running(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     from kafka_mirror.devstack.processes import free_port
 
@@ -355,7 +355,7 @@ def test_unreachable_source_is_reported_and_the_worker_keeps_running(
 
 
 def test_wrong_credentials_are_reported_and_never_logged(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     config = worker_config(kafka_a, kafka_b, [".*"])
     config["source"] = {
@@ -379,7 +379,7 @@ def test_wrong_credentials_are_reported_and_never_logged(
 
 
 def test_invalid_patterns_and_oversize_names_are_reported_and_the_rest_mirrors(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     p = unique()
     good, too_long = f"{p}.good", f"{p}." + "x" * (247 - len(p))
@@ -400,7 +400,7 @@ def test_invalid_patterns_and_oversize_names_are_reported_and_the_rest_mirrors(
 
 
 def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_once(
-    kafka_a: KafkaCluster, kafka_b: KafkaCluster, start_worker: StartWorker
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
     topic = unique("multi")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=6)

@@ -92,7 +92,7 @@ class KafkaNode(ClientPorts):
 
 
 @dataclass
-class KafkaCluster(ClientPorts):
+class LocalKafka(ClientPorts):
     """Cluster `alias` (A or B) in `workdir`: `brokers` nodes, node 1 a combined broker and
     controller (the only controller), the others brokers only, each with its own directory
     (node 1 `workdir` itself, node n `workdir/node-n`) and ports.

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from kafka_mirror.devstack.apiserver import KubeApiServer
 from kafka_mirror.devstack.builds import HELM, KUBECTL, cache_dir, progress
-from kafka_mirror.devstack.kafka import KafkaCluster
+from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.processes import pid_alive, stop_pid
 
 
@@ -65,8 +65,8 @@ def up() -> StackInfo:
     down()
     root = stack_dir()
     helm, kubectl = HELM.ensure(), KUBECTL.ensure()
-    kafka_a = KafkaCluster("A", root / "kafka-A")
-    kafka_b = KafkaCluster("B", root / "kafka-B")
+    kafka_a = LocalKafka("A", root / "kafka-A")
+    kafka_b = LocalKafka("B", root / "kafka-B")
     kube = KubeApiServer(root / "kube")
     started: list[int] = []
     try:
