@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
+from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH, SkippedTopic
 from kafka_mirror.patterns import Pattern, compile_pattern
 
 NamingPolicy = Literal["suffix", "prefix", "identity"]
@@ -89,12 +89,6 @@ class Selection:
 
 
 @dataclass(frozen=True)
-class SkippedTopic:
-    topic: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class TopicPlan:
     """The outcome of selecting: source topic → remote name, and what was left out and why."""
 
@@ -121,13 +115,16 @@ def plan_topics(
         remote = namer.remote_name(topic)
         if namer.is_cycle(topic, target_alias):
             skipped.append(
-                SkippedTopic(topic, f"came from {target_alias}: mirroring it back would be a cycle")
+                SkippedTopic(
+                    name=topic,
+                    reason=f"came from {target_alias}: mirroring it back would be a cycle",
+                )
             )
         elif len(remote) > MAX_TOPIC_NAME_LENGTH:
             skipped.append(
                 SkippedTopic(
-                    topic,
-                    f"remote name {remote[:40]}… is {len(remote)} "
+                    name=topic,
+                    reason=f"remote name {remote[:40]}… is {len(remote)} "
                     f"characters, over Kafka's limit of "
                     f"{MAX_TOPIC_NAME_LENGTH}",
                 )

@@ -13,8 +13,8 @@ from kafka_mirror.api.models import (
     Condition,
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
+    SkippedTopic,
 )
-from kafka_mirror.api.models import SkippedTopic as SkippedTopicStatus
 from kafka_mirror.controller.status import (
     MAX_SKIPPED,
     MAX_TOPIC_NAMES,
@@ -30,7 +30,7 @@ from kafka_mirror.controller.status import (
     unusable_spec_status,
 )
 from kafka_mirror.kafka.observe import PartitionProgress
-from kafka_mirror.topics import Selection, SkippedTopic, TopicPlan
+from kafka_mirror.topics import Selection, TopicPlan
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -285,7 +285,7 @@ def test_active_topics_are_those_whose_remote_exists_on_the_target() -> None:
 def test_ten_thousand_topics_keep_the_status_small_and_the_count_exact() -> None:
     # Long names, as real ones can be: the bound has to hold for them too.
     names = [f"{'business-unit.' * 12}topic-{i:05d}" for i in range(10_000)]
-    skipped = tuple(SkippedTopic(f"{n}.B", "came from B: a cycle") for n in names[:300])
+    skipped = tuple(SkippedTopic(name=f"{n}.B", reason="came from B: a cycle") for n in names[:300])
     mirrored = plan(*names, skipped=skipped)
     progress = [
         PartitionProgress(n, p, 0, 1_000 + i, 10) for i, n in enumerate(names) for p in (0, 1)
@@ -310,7 +310,7 @@ def test_previous_figures_are_kept_when_kafka_cannot_be_read() -> None:
     progress = [PartitionProgress("orders", 0, 0, 100, 40)]
     pending = {("orders", 0): NOW_MS - 5_000}
     kafka = kafka_state(
-        mirrored=plan("orders", "payments", skipped=(SkippedTopic("x.B", "cycle"),)),
+        mirrored=plan("orders", "payments", skipped=(SkippedTopic(name="x.B", reason="cycle"),)),
         progress=progress,
         oldest_pending_ms=pending,
     )
@@ -342,12 +342,12 @@ def test_degraded_by_selection_problems() -> None:
 
 
 def test_degraded_by_skipped_topics() -> None:
-    skipped = SkippedTopic("orders.B", "came from B: mirroring it back would be a cycle")
+    skipped = SkippedTopic(
+        name="orders.B", reason="came from B: mirroring it back would be a cycle"
+    )
     status = status_of(observation(kafka=kafka_state(mirrored=plan("orders", skipped=(skipped,)))))
     assert status.skipped_topics == [
-        SkippedTopicStatus(
-            name="orders.B", reason="came from B: mirroring it back would be a cycle"
-        )
+        SkippedTopic(name="orders.B", reason="came from B: mirroring it back would be a cycle")
     ]
     degraded = get(status.conditions, "Degraded")
     assert degraded.status == "True"
@@ -419,8 +419,8 @@ def test_newly_active_topics_are_announced() -> None:
 
 
 def test_newly_skipped_topics_are_warned_about_once() -> None:
-    old = SkippedTopic("a.B", "cycle")
-    new = SkippedTopic("b.B", "came from B: mirroring it back would be a cycle")
+    old = SkippedTopic(name="a.B", reason="cycle")
+    new = SkippedTopic(name="b.B", reason="came from B: mirroring it back would be a cycle")
     before = status_of(observation(kafka=kafka_state(mirrored=plan("x", skipped=(old,)))))
     after = mirror_status(
         observation(kafka=kafka_state(mirrored=plan("x", skipped=(old, new)))), before, LATER

@@ -118,7 +118,7 @@ def test_plan_is_the_union_of_selections_and_says_why_it_skips() -> None:
         "accounting.invoices": "accounting.invoices.A",
         "hr.people": "hr.people.A",
     }
-    reasons = {s.topic: s.reason for s in plan.skipped}
+    reasons = {s.name: s.reason for s in plan.skipped}
     assert "cycle" in reasons["accounting.invoices.B"]
     assert "250 characters, over Kafka's limit of 249" in reasons[long_topic]
 

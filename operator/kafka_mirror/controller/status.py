@@ -15,7 +15,6 @@ from kafka_mirror.api.models import (
     Condition,
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
-    SkippedTopic,
     TopicStatus,
 )
 from kafka_mirror.controller.schedule import runs_between
@@ -236,9 +235,7 @@ def mirror_status(
             p.loss.records for p in kafka.progress if p.loss is not None
         )
         status.active_topic_count, status.active_topics = len(active), active[:MAX_TOPIC_NAMES]
-        status.skipped_topics = [
-            SkippedTopic(name=s.topic, reason=s.reason) for s in kafka.plan.skipped[:MAX_SKIPPED]
-        ]
+        status.skipped_topics = kafka.plan.skipped[:MAX_SKIPPED]
         status.partition_problems = [p.problem for p in kafka.progress if p.problem][
             :MAX_PARTITION_PROBLEMS
         ]

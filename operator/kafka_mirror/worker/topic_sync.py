@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 
+from kafka_mirror.api.models import SkippedTopic
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC
-from kafka_mirror.topics import SkippedTopic, TopicPlan, plan_topics
+from kafka_mirror.topics import TopicPlan, plan_topics
 from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.config import WorkerConfig
@@ -113,7 +114,9 @@ class TopicSync:
         self.max_record_bytes.update(seen.max_record_bytes)
         unnamed = self._keep_ids(plan, seen.source_ids, seen.remote_ids, seen.identity)
         skipped = plan.skipped + [
-            SkippedTopic(topic, "the remote topic could not be created (see the worker log)")
+            SkippedTopic(
+                name=topic, reason="the remote topic could not be created (see the worker log)"
+            )
             for topic, remote in plan.mirrored.items()
             if remote in seen.failed
         ]
@@ -122,10 +125,10 @@ class TopicSync:
         }
         if skipped != self.plan.skipped:
             for skip in skipped:
-                log.warning("not mirroring %s: %s", skip.topic, skip.reason)
+                log.warning("not mirroring %s: %s", skip.name, skip.reason)
         self.remote_partitions = {r: seen.remote_partitions[r] for r in mirrored.values()}
         self.plan = TopicPlan(mirrored, skipped)
-        self.metrics.set_topics(mirrored, [(s.topic, s.reason) for s in skipped])
+        self.metrics.set_topics(mirrored, [(s.name, s.reason) for s in skipped])
         return self.plan
 
     def _keep_ids(
