@@ -38,15 +38,6 @@ CRONJOB_NAME_LIMIT = 52
 
 
 @dataclass(frozen=True)
-class Selection:
-    """One MirrorTopicSelection as the rendering needs it."""
-
-    name: str
-    includes: tuple[str, ...]
-    excludes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class CredentialEnv:
     """An environment variable of the worker container filled from a Secret key."""
 
@@ -145,7 +136,7 @@ def _connection(role: str, cluster: KafkaCluster) -> tuple[ClusterConnection, li
 
 
 def build_worker_config(
-    namespace: str, name: str, spec: KafkaMirrorSpec, selections: list[Selection]
+    namespace: str, name: str, spec: KafkaMirrorSpec, selections: list[SelectionPatterns]
 ) -> tuple[WorkerConfig, list[CredentialEnv]]:
     """The workers' configuration (the union of all selections) and their credential sources."""
     source, source_envs = _connection("source", spec.source)
@@ -155,10 +146,7 @@ def build_worker_config(
         source=source,
         target=target,
         topic_naming=spec.topic_naming,
-        selections=[
-            SelectionPatterns(name=s.name, includes=list(s.includes), excludes=list(s.excludes))
-            for s in sorted(selections, key=lambda s: s.name)
-        ],
+        selections=sorted(selections, key=lambda s: s.name),
         refresh_topics_interval_seconds=spec.refresh_topics_interval_seconds,
         offset_syncs=spec.offset_syncs,
         checkpoints=spec.checkpoints,

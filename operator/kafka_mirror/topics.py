@@ -70,8 +70,9 @@ class TopicNamer:
 
 
 @dataclass(frozen=True)
-class Selection:
-    """One MirrorTopicSelection: whole-name patterns; any include and no exclude."""
+class NameFilter:
+    """Whole-name patterns (a selection's topics, the checkpointed groups): a name passes when
+    it matches any include and no exclude."""
 
     includes: tuple[str, ...]
     excludes: tuple[str, ...] = ()
@@ -98,7 +99,7 @@ class TopicPlan:
 
 def plan_topics(
     source_topics: Iterable[str],
-    selections: Sequence[Selection],
+    selections: Sequence[NameFilter],
     namer: TopicNamer,
     target_alias: str,
 ) -> TopicPlan:

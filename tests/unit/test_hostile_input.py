@@ -18,9 +18,8 @@ from kafka_mirror import render
 from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF
 from kafka_mirror.api.models import KafkaMirrorSpec, MirrorTopicSelectionSpec
 from kafka_mirror.api.policy import AllowLists, not_allowed
-from kafka_mirror.render import Selection
-from kafka_mirror.topics import Selection as TopicSelection
-from kafka_mirror.topics import TopicNamer, plan_topics
+from kafka_mirror.topics import NameFilter, TopicNamer, plan_topics
+from kafka_mirror.worker.config import SelectionPatterns
 from tests.helpers.hostile import base_mirror, base_selection, mutated
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -49,7 +48,7 @@ def test_a_hostile_mirror_is_refused_or_renders_with_the_operators_settings_winn
         event("not allowed")
         return
     event("accepted")
-    selections = [Selection("s", (".*",), ())]
+    selections = [SelectionPatterns(name="s", includes=[".*"], excludes=[])]
     config, envs = render.build_worker_config("ns", "m", spec, selections)
     deployment = render.build_deployment("ns", "m", spec, envs, "0123abcd", render.DEFAULT_IMAGE)
     cronjob = render.build_audit_cronjob("ns", "m", spec, envs, render.DEFAULT_IMAGE)
@@ -86,6 +85,6 @@ def test_a_hostile_selection_is_refused_or_matches_in_bounded_time(doc: dict[str
     event("accepted")
     started = time.monotonic()
     plan_topics(
-        TOPICS, [TopicSelection(tuple(spec.includes), tuple(spec.excludes))], TopicNamer("A"), "B"
+        TOPICS, [NameFilter(tuple(spec.includes), tuple(spec.excludes))], TopicNamer("A"), "B"
     )
     assert time.monotonic() - started < 1.0

@@ -20,7 +20,6 @@ from kafka_mirror.render import (
     METRICS_PORT,
     MIRROR_LABEL,
     CredentialEnv,
-    Selection,
     audit_cronjob_name,
     build_audit_cronjob,
     build_audit_rbac,
@@ -34,7 +33,7 @@ from kafka_mirror.render import (
     render_worker_config,
     selector_labels,
 )
-from kafka_mirror.worker.config import WorkerConfig
+from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
 
 NAMESPACE = "team-a"
 NAME = "a-to-b"
@@ -48,8 +47,10 @@ TARGET_USERNAME = SecretKeyRef(name="target-credentials", key="plain-user")
 TARGET_PASSWORD = SecretKeyRef(name="target-credentials", key="plain-pass")
 
 SELECTIONS = [
-    Selection("zeta", ("zeta\\..*",), ()),
-    Selection("alpha", ("orders", "payments\\..*"), ("payments\\.secret.*",)),
+    SelectionPatterns(name="zeta", includes=["zeta\\..*"], excludes=[]),
+    SelectionPatterns(
+        name="alpha", includes=["orders", "payments\\..*"], excludes=["payments\\.secret.*"]
+    ),
 ]
 
 
@@ -94,7 +95,7 @@ def plain_spec(**overrides: Any) -> KafkaMirrorSpec:
 
 
 def worker_config(
-    spec: KafkaMirrorSpec, selections: list[Selection] = SELECTIONS
+    spec: KafkaMirrorSpec, selections: list[SelectionPatterns] = SELECTIONS
 ) -> tuple[WorkerConfig, list[CredentialEnv]]:
     return build_worker_config(NAMESPACE, NAME, spec, selections)
 
@@ -249,7 +250,9 @@ def test_checksum_ignores_selections_which_the_workers_reload_live() -> None:
     versions = {"source-credentials": "41"}
     with_two, _ = worker_config(spec, SELECTIONS)
     with_none, _ = worker_config(spec, [])
-    with_other, _ = worker_config(spec, [Selection("other", ("x",), ("y",))])
+    with_other, _ = worker_config(
+        spec, [SelectionPatterns(name="other", includes=["x"], excludes=["y"])]
+    )
     checksum = config_checksum(with_two, versions)
     assert config_checksum(with_none, versions) == checksum
     assert config_checksum(with_other, versions) == checksum

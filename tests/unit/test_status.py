@@ -30,7 +30,7 @@ from kafka_mirror.controller.status import (
     unusable_spec_status,
 )
 from kafka_mirror.kafka.observe import PartitionProgress
-from kafka_mirror.topics import Selection, TopicPlan
+from kafka_mirror.topics import NameFilter, TopicPlan
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -470,7 +470,7 @@ SOURCE_TOPICS = [
 
 def test_selection_lists_matched_topics_but_never_internal_ones() -> None:
     status = selection_status(
-        2, MirrorTopicSelectionStatus(), [], None, Selection((".*",)), SOURCE_TOPICS, NOW
+        2, MirrorTopicSelectionStatus(), [], None, NameFilter((".*",)), SOURCE_TOPICS, NOW
     )
     assert status.matched_topics == ["orders", "orders.eu", "payments"]
     assert status.matched_topic_count == 3
@@ -481,7 +481,7 @@ def test_selection_lists_matched_topics_but_never_internal_ones() -> None:
 
 
 def test_selection_with_excludes_matches_whole_names() -> None:
-    selection = Selection(("orders.*",), ("orders\\.eu",))
+    selection = NameFilter(("orders.*",), ("orders\\.eu",))
     status = selection_status(
         1, MirrorTopicSelectionStatus(), [], None, selection, SOURCE_TOPICS, NOW
     )
@@ -491,7 +491,7 @@ def test_selection_with_excludes_matches_whole_names() -> None:
 def test_selection_matched_topics_are_bounded_but_counted_exactly() -> None:
     topics = [f"t-{i:05d}" for i in range(MAX_TOPIC_NAMES + 100)]
     status = selection_status(
-        1, MirrorTopicSelectionStatus(), [], None, Selection(("t-.*",)), topics, NOW
+        1, MirrorTopicSelectionStatus(), [], None, NameFilter(("t-.*",)), topics, NOW
     )
     assert status.matched_topic_count == MAX_TOPIC_NAMES + 100
     assert len(status.matched_topics) == MAX_TOPIC_NAMES
@@ -499,7 +499,7 @@ def test_selection_matched_topics_are_bounded_but_counted_exactly() -> None:
 
 def test_selection_is_applied_before_the_source_topics_are_known() -> None:
     status = selection_status(
-        1, MirrorTopicSelectionStatus(), [], None, Selection(("orders",)), None, NOW
+        1, MirrorTopicSelectionStatus(), [], None, NameFilter(("orders",)), None, NOW
     )
     ready = ready_of(status)
     assert (ready.status, ready.reason) == ("True", "Applied")
@@ -523,7 +523,7 @@ def test_invalid_pattern_makes_the_selection_not_ready() -> None:
 def test_missing_mirror_makes_the_selection_not_ready() -> None:
     problem = Problem("MirrorNotFound", "no KafkaMirror a-to-b in namespace team-a")
     status = selection_status(
-        1, MirrorTopicSelectionStatus(), [], problem, Selection(("orders",)), None, NOW
+        1, MirrorTopicSelectionStatus(), [], problem, NameFilter(("orders",)), None, NOW
     )
     ready = ready_of(status)
     assert (ready.status, ready.reason, ready.message) == (
@@ -537,7 +537,7 @@ def test_missing_mirror_makes_the_selection_not_ready() -> None:
 
 def test_valid_selection_of_an_existing_mirror_has_all_conditions_true() -> None:
     status = selection_status(
-        1, MirrorTopicSelectionStatus(), [], None, Selection(("orders",)), SOURCE_TOPICS, NOW
+        1, MirrorTopicSelectionStatus(), [], None, NameFilter(("orders",)), SOURCE_TOPICS, NOW
     )
     assert {c.type: (c.status, c.reason) for c in status.conditions} == {
         "Ready": ("True", "Applied"),
@@ -548,9 +548,9 @@ def test_valid_selection_of_an_existing_mirror_has_all_conditions_true() -> None
 
 def test_selection_transition_time_is_kept_while_ready_holds() -> None:
     first = selection_status(
-        1, MirrorTopicSelectionStatus(), [], None, Selection(("orders",)), SOURCE_TOPICS, NOW
+        1, MirrorTopicSelectionStatus(), [], None, NameFilter(("orders",)), SOURCE_TOPICS, NOW
     )
-    second = selection_status(2, first, [], None, Selection(("o.*",)), SOURCE_TOPICS, LATER)
+    second = selection_status(2, first, [], None, NameFilter(("o.*",)), SOURCE_TOPICS, LATER)
     assert ready_of(second).last_transition_time == NOW
     third = selection_status(3, second, ["bad"], None, None, SOURCE_TOPICS, MUCH_LATER)
     assert ready_of(third).last_transition_time == MUCH_LATER

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_mirror.patterns import InvalidPattern, pattern_error
-from kafka_mirror.topics import NamingPolicy, Selection, TopicNamer, is_internal, plan_topics
+from kafka_mirror.topics import NameFilter, NamingPolicy, TopicNamer, is_internal, plan_topics
 
 TOPICS = [
     "topic1",
@@ -35,19 +35,19 @@ SEED_EXAMPLES = [
 
 @pytest.mark.parametrize(("patterns", "expected"), SEED_EXAMPLES)
 def test_the_seeds_pattern_examples(patterns: tuple[str, ...], expected: set[str]) -> None:
-    selection = Selection(patterns)
+    selection = NameFilter(patterns)
     assert {t for t in TOPICS if selection.matches(t)} == expected
 
 
 def test_matching_is_on_the_whole_name() -> None:
-    selection = Selection(("accounting",))
+    selection = NameFilter(("accounting",))
     assert selection.matches("accounting")
     assert not selection.matches("accounting.invoices")
     assert not selection.matches("old-accounting")
 
 
 def test_excludes_win_over_includes() -> None:
-    selection = Selection(("accounting\\..*",), ("accounting\\.secret.*",))
+    selection = NameFilter(("accounting\\..*",), ("accounting\\.secret.*",))
     assert selection.matches("accounting.invoices")
     assert not selection.matches("accounting.secret-salaries")
 
@@ -110,7 +110,7 @@ def test_plan_is_the_union_of_selections_and_says_why_it_skips() -> None:
             "__consumer_offsets",
             long_topic,
         ],
-        [Selection(("accounting\\..*",)), Selection(("hr\\..*", "t+"))],
+        [NameFilter(("accounting\\..*",)), NameFilter(("hr\\..*", "t+"))],
         TopicNamer("A"),
         target_alias="B",
     )
@@ -136,7 +136,7 @@ CATASTROPHIC = ["(a+)+b", "(a|a)*b", "(a|aa)+b", "(.*a){20}b", "((a*)*)*b"]
 def test_catastrophic_patterns_match_in_linear_time(pattern: str) -> None:
     topics = ["a" * length for length in range(1, 250)]
     started = time.monotonic()
-    plan = plan_topics(topics, [Selection((pattern,))], TopicNamer("A"), "B")
+    plan = plan_topics(topics, [NameFilter((pattern,))], TopicNamer("A"), "B")
     assert plan.mirrored == {}
     assert time.monotonic() - started < 1.0  # Python's re: 3 s at 26 characters, doubling with each
 
@@ -157,7 +157,7 @@ def test_patterns_a_linear_engine_cannot_run_are_refused_with_the_reason(
     error = pattern_error(pattern)
     assert error is not None and error.startswith(reason)
     with pytest.raises(InvalidPattern):
-        Selection((pattern,))
+        NameFilter((pattern,))
 
 
 @given(

@@ -26,7 +26,7 @@ from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
 from kafka_mirror.controller.serial import AppliedChildren, OnePerKey
 from kafka_mirror.controller.status import mirror_events, unusable_spec_status
-from kafka_mirror.render import Selection
+from kafka_mirror.worker.config import SelectionPatterns
 
 FINALIZER = f"{GROUP}/finalizer"
 
@@ -111,7 +111,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     @kopf.index(GROUP, VERSION, SELECTIONS, id="selections_by_mirror", when=live, registry=registry)
     def selections_by_mirror(
         namespace: str | None, name: str, spec: kopf.Spec, **_: Any
-    ) -> dict[tuple[str | None, str], Selection]:
+    ) -> dict[tuple[str | None, str], SelectionPatterns]:
         return {(namespace, spec.get("mirror", "")): reconcile.selection_patterns(name, spec)}
 
     @kopf.index(GROUP, VERSION, MIRRORS, id="mirror_names", when=live, registry=registry)
@@ -120,12 +120,12 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     ) -> dict[tuple[str | None, str], None]:
         return {(namespace, name): None}
 
-    def selections_of(mirror: kopf.Body, indices: dict[str, Any]) -> list[Selection]:
+    def selections_of(mirror: kopf.Body, indices: dict[str, Any]) -> list[SelectionPatterns]:
         """The mirror's selections, from the index kopf passes to every handler."""
-        index: kopf.Index[Any, Selection] = indices["selections_by_mirror"]
+        index: kopf.Index[Any, SelectionPatterns] = indices["selections_by_mirror"]
         return list(index.get((mirror.metadata.namespace, mirror.metadata.name), []))
 
-    def converge(mirror: kopf.Body, selections: list[Selection]) -> None:
+    def converge(mirror: kopf.Body, selections: list[SelectionPatterns]) -> None:
         # Checked here, in every caller's thread: a converge already running for this mirror
         # may take over the call, and the caller must not go on to read Kafka for a spec that
         # names a host it may not contact.

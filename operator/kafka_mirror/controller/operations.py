@@ -35,7 +35,7 @@ from kafka_mirror.kafka.groups import (
     newest_checkpoints,
 )
 from kafka_mirror.kafka.reverse import original_positions
-from kafka_mirror.topics import Selection, TopicNamer
+from kafka_mirror.topics import NameFilter, TopicNamer
 from kafka_mirror.worker.checkpoints import GroupFilter
 from kafka_mirror.worker.config import WorkerConfig
 
@@ -107,7 +107,7 @@ def pending_checkpoints(
 def _group_filter(config: WorkerConfig) -> GroupFilter:
     groups = config.checkpoints.groups
     return GroupFilter(
-        Selection(tuple(groups.includes), tuple(groups.excludes)), config.consumer_group
+        NameFilter(tuple(groups.includes), tuple(groups.excludes)), config.consumer_group
     )
 
 

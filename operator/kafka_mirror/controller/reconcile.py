@@ -41,10 +41,9 @@ from kafka_mirror.controller.status import (
 from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
 from kafka_mirror.kube import apply, delete
 from kafka_mirror.patterns import pattern_error
-from kafka_mirror.render import CredentialEnv, Selection
-from kafka_mirror.topics import Selection as TopicSelection
-from kafka_mirror.topics import plan_topics
-from kafka_mirror.worker.config import WorkerConfig
+from kafka_mirror.render import CredentialEnv
+from kafka_mirror.topics import NameFilter, plan_topics
+from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
 
 SELECTIONS = "mirrortopicselections"
 MIRRORS = "kafkamirrors"
@@ -58,10 +57,12 @@ class SecretProblem(Exception):
 # --- reading the mirror's inputs ------------------------------------------------------------
 
 
-def selection_patterns(name: str, spec: Any) -> Selection:
+def selection_patterns(name: str, spec: Any) -> SelectionPatterns:
     """A selection's patterns as stored: the schema checked their shape, but a pattern that does
     not compile must reach the status (and be skipped by the workers), not fail parsing."""
-    return Selection(name, tuple(spec.get("includes", [])), tuple(spec.get("excludes", [])))
+    return SelectionPatterns(
+        name=name, includes=list(spec.get("includes", [])), excludes=list(spec.get("excludes", []))
+    )
 
 
 def _secret(api: client.ApiClient, namespace: str, name: str) -> client.V1Secret | None:
@@ -115,7 +116,7 @@ class Desired:
 
 
 def desired_children(
-    api: client.ApiClient, body: kopf.Body, image: str, selections: list[Selection]
+    api: client.ApiClient, body: kopf.Body, image: str, selections: list[SelectionPatterns]
 ) -> Desired:
     """Everything the mirror should own, rendered from its spec and its live selections."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -141,7 +142,7 @@ def converge_children(
     api: client.ApiClient,
     body: kopf.Body,
     image: str,
-    selections: list[Selection],
+    selections: list[SelectionPatterns],
     applied: AppliedChildren,
 ) -> list[str]:
     """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate)
@@ -282,7 +283,7 @@ def observe_mirror(
     api: client.ApiClient,
     body: kopf.Body,
     previous: KafkaMirrorStatus,
-    selections: list[Selection],
+    selections: list[SelectionPatterns],
     readers: Readers,
     now: datetime,
 ) -> tuple[KafkaMirrorStatus, list[Event]]:
@@ -325,7 +326,7 @@ def observe_mirror(
     return status, events
 
 
-def invalid_patterns(selection: Selection) -> list[str]:
+def invalid_patterns(selection: SelectionPatterns) -> list[str]:
     found = []
     for field, patterns in (("includes", selection.includes), ("excludes", selection.excludes)):
         for index, pattern in enumerate(patterns):
@@ -352,7 +353,7 @@ def observe_selection(
             f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "
             "spec.mirror to an existing mirror",
         )
-    selection = None if invalid else TopicSelection(patterns.includes, patterns.excludes)
+    selection = None if invalid else NameFilter(tuple(patterns.includes), tuple(patterns.excludes))
     topics = None if mirror_problem else readers.source_topics.get(f"{namespace}/{mirror}")
     return selection_status(
         body["metadata"].get("generation", 0),

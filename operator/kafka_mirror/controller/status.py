@@ -19,7 +19,7 @@ from kafka_mirror.api.models import (
 )
 from kafka_mirror.controller.schedule import runs_between
 from kafka_mirror.kafka.observe import PartitionProgress
-from kafka_mirror.topics import Selection, TopicPlan, is_internal
+from kafka_mirror.topics import NameFilter, TopicPlan, is_internal
 
 MAX_TOPIC_STATUSES = 100  # per-topic lag and latency, largest lag first
 MAX_TOPIC_NAMES = 500  # activeTopics and matchedTopics; the counts are exact
@@ -352,7 +352,7 @@ def selection_status(
     previous: MirrorTopicSelectionStatus,
     invalid_patterns: list[str],
     mirror_problem: Problem | None,
-    selection: Selection | None,
+    selection: NameFilter | None,
     source_topics: list[str] | None,
     now: datetime,
 ) -> MirrorTopicSelectionStatus:

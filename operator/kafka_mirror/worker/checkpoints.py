@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
 from kafka_mirror.kafka.groups import commit_to_idle_group
 from kafka_mirror.kafka.tail import TopicTail
-from kafka_mirror.topics import Selection
+from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.offsets import OffsetSyncStore
 from kafka_mirror.worker.remote_topics import ADMIN_TIMEOUT
@@ -52,7 +52,7 @@ def is_news(previous: Checkpoint | None, upstream: int, downstream: int) -> bool
 
 @dataclass
 class GroupFilter:
-    selection: Selection
+    selection: NameFilter
     own_group: str
 
     def wants(self, group: str) -> bool:

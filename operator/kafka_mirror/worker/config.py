@@ -27,7 +27,7 @@ from kafka_mirror.api.models import (
     section,
     validate_patterns,
 )
-from kafka_mirror.topics import Selection, TopicNamer
+from kafka_mirror.topics import NameFilter, TopicNamer
 
 
 class TlsFromEnv(ApiModel):
@@ -136,7 +136,7 @@ class WorkerConfig(ApiModel):
     def namer(self) -> TopicNamer:
         return TopicNamer(self.source.alias, self.topic_naming.policy, self.topic_naming.separator)
 
-    def compiled_selections(self) -> tuple[list[Selection], list[str]]:
+    def compiled_selections(self) -> tuple[list[NameFilter], list[str]]:
         """The selections that compile, and a message per pattern that does not."""
         usable, problems = [], []
         for selection in self.selections:
@@ -145,7 +145,7 @@ class WorkerConfig(ApiModel):
             except ValueError as error:
                 problems.append(f"selection {selection.name or '?'}: {error}")
                 continue
-            usable.append(Selection(tuple(selection.includes), tuple(selection.excludes)))
+            usable.append(NameFilter(tuple(selection.includes), tuple(selection.excludes)))
         return usable, problems
 
 

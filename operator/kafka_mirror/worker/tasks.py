@@ -8,7 +8,7 @@ import time
 
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC, Heartbeat, checkpoints_topic
 from kafka_mirror.kafka.tail import TopicTail
-from kafka_mirror.topics import Selection
+from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.config import WorkerConfig
@@ -36,7 +36,7 @@ class CheckpointTask:
             TopicTail(clients.syncs_reader, syncs_topic),
             self.topic,
             GroupFilter(
-                Selection(tuple(groups.includes), tuple(groups.excludes)),
+                NameFilter(tuple(groups.includes), tuple(groups.excludes)),
                 own_group=config.consumer_group,
             ),
             config.checkpoints.sync_group_offsets,
