@@ -32,10 +32,10 @@ from common import (
     write_summary,
 )
 
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.spark import session
-from kafka_mirror.worker.config import WorkerConfig
 
 VERDICT = ("result", "missing", "altered", "duplicates", "lost_to_retention", "unsafe_checkpoints")
 

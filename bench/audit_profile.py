@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 
 import kafka_mirror.audit.checks as checks
 import kafka_mirror.audit.main as main_module
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.spark import session
-from kafka_mirror.worker.config import WorkerConfig
 
 PHASES = {
     checks: (

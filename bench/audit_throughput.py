@@ -29,11 +29,11 @@ from common import (
     write_summary,
 )
 
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.checks import run_checks
 from kafka_mirror.audit.main import audit_inputs
 from kafka_mirror.audit.records import source_records, target_records
 from kafka_mirror.audit.spark import session
-from kafka_mirror.worker.config import WorkerConfig
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from kafka_mirror.api.models import GROUP, KafkaCluster, KafkaMirrorSpec, SecretKeyRef
-from kafka_mirror.worker.config import (
+from kafka_mirror.api.worker_config import (
     ClusterConnection,
     SaslFromEnv,
     SelectionPatterns,

@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from kafka_mirror.api.models import KafkaMirrorStatus
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.status import (
     DeploymentState,
     KafkaState,
@@ -22,7 +23,6 @@ from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import checkpoints_topic
 from kafka_mirror.kafka.observe import ClusterReader, PartitionProgress
 from kafka_mirror.topics import TopicPlan
-from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
 from tests.helpers.worker import WorkerProcess, wait_for, worker_config
 

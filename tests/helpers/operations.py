@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus, TopicStatus
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.operations import Access
-from kafka_mirror.worker.config import WorkerConfig
 
 NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 ACCESS = Access({"bootstrap.servers": "a:9092"}, {"bootstrap.servers": "b:9092"})

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.watermarks import read_watermarks
 from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.audit import commit, mirror_everything, mirror_new_topic
 from tests.helpers.kafka import admin_for, create_topics, produce, records
 from tests.helpers.worker import wait_for

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from pyspark.sql import SparkSession
 
 from kafka_mirror.api.models import KafkaMirrorStatus
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import (
@@ -26,7 +27,6 @@ from kafka_mirror.kafka.formats import (
 )
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.topics import plan_topics
-from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.remote_topics import topic_ids
 from tests.helpers.audit import (
     commit,

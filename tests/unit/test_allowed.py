@@ -20,8 +20,8 @@ from kafka_mirror.api.allowed import (
 )
 from kafka_mirror.api.crdgen import all_crds
 from kafka_mirror.api.models import KafkaCluster, SparkSettings
+from kafka_mirror.api.worker_config import ClusterConnection
 from kafka_mirror.worker.clients import MIRROR_PRODUCER_GUARANTEES, mirror_producer_settings
-from kafka_mirror.worker.config import ClusterConnection
 
 # Each changes where the clients connect, who they are, what they read, what a delivery means,
 # or loads code: the examples first.

@@ -18,8 +18,8 @@ from kafka_mirror import render
 from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF
 from kafka_mirror.api.models import KafkaMirrorSpec, MirrorTopicSelectionSpec
 from kafka_mirror.api.policy import AllowLists, not_allowed
+from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.topics import NameFilter, TopicNamer, plan_topics
-from kafka_mirror.worker.config import SelectionPatterns
 from tests.helpers.hostile import base_mirror, base_selection, mutated
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from kafka_mirror.api.models import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.operations import OperationStatus
+from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller import operations, rpo
 from kafka_mirror.controller.operations import Access, advance, pending_checkpoints
 from kafka_mirror.controller.rpo import rpo_of
 from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.worker.config import SelectionPatterns
 from tests.helpers.operations import ACCESS, CONFIG, NOW, spec, status
 
 PHASES = ["CatchingUp", "StoppingWorkers", "CommittingOffsets", "Completed"]

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from kafka_mirror.api.models import DNS_LABEL, KafkaMirrorSpec, SecretKeyRef
+from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.render import (
     CONFIG_CHECKSUM_ANNOTATION,
     CONFIG_DIR,
@@ -33,7 +34,6 @@ from kafka_mirror.render import (
     render_worker_config,
     selector_labels,
 )
-from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
 
 NAMESPACE = "team-a"
 NAME = "a-to-b"

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from kafka_mirror.api.models import KafkaMirrorStatus
 from kafka_mirror.api.operations import OperationStatus, ResumedBy
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.operations import advance
 from kafka_mirror.controller.resume import Forward, resume_forward
-from kafka_mirror.worker.config import WorkerConfig
 from tests.helpers.operations import ACCESS, CONFIG, NOW, spec, status
 
 REVERSE = WorkerConfig.model_validate(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_mirror.worker.config import MissingCredential, WorkerConfig
+from kafka_mirror.api.worker_config import MissingCredential, WorkerConfig
 
 
 def config(**overrides: object) -> WorkerConfig:

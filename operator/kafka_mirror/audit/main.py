@@ -18,6 +18,7 @@ from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.api.worker_config import WorkerConfig, load
 from kafka_mirror.audit.checks import as_json, run_checks
 from kafka_mirror.audit.records import AuditInputs, PartitionWindow
 from kafka_mirror.audit.report import AuditReport
@@ -27,7 +28,6 @@ from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
 from kafka_mirror.kube import api_client
 from kafka_mirror.topics import plan_topics
-from kafka_mirror.worker.config import WorkerConfig, load
 
 log = logging.getLogger("kafka_mirror.audit")
 

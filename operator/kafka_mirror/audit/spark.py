@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from kafka_mirror.worker.config import ClusterConnection
+from kafka_mirror.api.worker_config import ClusterConnection
 
 JARS_ENV = "KAFKA_MIRROR_SPARK_JARS"  # the image's directory of Spark's Kafka source jars
 

@@ -20,13 +20,13 @@ from kafka_mirror.api.models import (
     MirrorTopicSelectionStatus,
 )
 from kafka_mirror.api.policy import AllowLists
+from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller import gate, reconcile
 from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
 from kafka_mirror.controller.serial import AppliedChildren, OnePerKey
 from kafka_mirror.controller.status import mirror_events, unusable_spec_status
-from kafka_mirror.worker.config import SelectionPatterns
 
 FINALIZER = f"{GROUP}/finalizer"
 

@@ -24,6 +24,7 @@ from kafka_mirror.api.operations import (
     Rpo,
     record_of,
 )
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.resume import Mirrors, resume_forward
 from kafka_mirror.controller.rpo import rpo_on_target
 from kafka_mirror.controller.status import Event, condition
@@ -37,7 +38,6 @@ from kafka_mirror.kafka.groups import (
 from kafka_mirror.kafka.reverse import original_positions
 from kafka_mirror.topics import NameFilter, TopicNamer
 from kafka_mirror.worker.checkpoints import GroupFilter
-from kafka_mirror.worker.config import WorkerConfig
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
 MAX_PENDING_SHOWN = 3

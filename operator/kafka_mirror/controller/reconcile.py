@@ -23,6 +23,7 @@ from kafka_mirror.api.models import (
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,
 )
+from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
 from kafka_mirror.controller.readers import Readers
@@ -43,7 +44,6 @@ from kafka_mirror.kube import apply, delete
 from kafka_mirror.patterns import pattern_error
 from kafka_mirror.render import CredentialEnv
 from kafka_mirror.topics import NameFilter, plan_topics
-from kafka_mirror.worker.config import SelectionPatterns, WorkerConfig
 
 SELECTIONS = "mirrortopicselections"
 MIRRORS = "kafkamirrors"

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import GROUP, VERSION, KafkaMirrorSpec, KafkaMirrorStatus
 from kafka_mirror.api.operations import OperationStatus, ResumedBy, record_of
-from kafka_mirror.worker.config import WorkerConfig
+from kafka_mirror.api.worker_config import WorkerConfig
 
 MIRRORS = "kafkamirrors"
 

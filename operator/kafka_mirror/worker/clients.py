@@ -20,8 +20,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.errors import AUTH_ERRORS
-from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)

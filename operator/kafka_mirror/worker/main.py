@@ -20,7 +20,7 @@ from types import FrameType
 from confluent_kafka import KafkaException
 from pydantic import ValidationError
 
-from kafka_mirror.worker.config import MissingCredential, load
+from kafka_mirror.api.worker_config import MissingCredential, load
 from kafka_mirror.worker.metrics import WorkerMetrics, serve
 from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
 from kafka_mirror.worker.supervisor import Health, Supervisor, process_count

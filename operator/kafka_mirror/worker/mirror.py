@@ -27,10 +27,10 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
+from kafka_mirror.api.worker_config import WorkerConfig, load
 from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
-from kafka_mirror.worker.config import WorkerConfig, load
 from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 import time
 
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC, Heartbeat, checkpoints_topic
 from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter
 from kafka_mirror.worker.clients import Clients
-from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.translation import ProvenanceReader
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 
 from kafka_mirror.api.models import SkippedTopic
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC
 from kafka_mirror.topics import TopicPlan, plan_topics
 from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
-from kafka_mirror.worker.config import WorkerConfig
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""The worker's configuration file, as the operator renders it into a ConfigMap.
+"""The worker's configuration, as the operator renders it into a ConfigMap: the contract between
+the operator, the worker and the audit.
 
 It holds no secret: it names the environment variables that carry each credential, which the
 pod fills from Secrets (`valueFrom.secretKeyRef`). The operator rolls the pods when a referenced
