@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH, SkippedTopic
+from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
+from kafka_mirror.api.status import SkippedTopic
 from kafka_mirror.patterns import Pattern, compile_pattern
 
 NamingPolicy = Literal["suffix", "prefix", "identity"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kafka_mirror.api.models import KafkaMirrorStatus
+from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.status import (
     DeploymentState,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus, TopicStatus
+from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.status import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.operations import Access
 

@@ -10,13 +10,9 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
-from kafka_mirror.api.models import (
-    KafkaMirrorSpec,
-    KafkaMirrorStatus,
-    MirrorTopicSelectionSpec,
-    MirrorTopicSelectionStatus,
-)
+from kafka_mirror.api.models import KafkaMirrorSpec, MirrorTopicSelectionSpec
 from kafka_mirror.api.reference import api_reference
+from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.cli import API_REFERENCE
 
 Table = dict[str, dict[str, str]]

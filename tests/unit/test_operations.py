@@ -14,8 +14,8 @@ from confluent_kafka import KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_mirror.api.models import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.operations import OperationStatus
+from kafka_mirror.api.status import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller import operations, rpo
 from kafka_mirror.controller.operations import Access, advance, pending_checkpoints

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kafka_mirror.api.models import AuditResult, Condition, KafkaMirrorStatus
+from kafka_mirror.api.status import AuditResult, Condition, KafkaMirrorStatus
 from kafka_mirror.controller.metrics import OperatorMetrics
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_mirror.api.models import KafkaMirrorStatus
 from kafka_mirror.api.operations import OperationStatus, ResumedBy
+from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.operations import advance

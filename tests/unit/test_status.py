@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kafka_mirror.api.models import (
+from kafka_mirror.api.status import (
     AuditResult,
     Condition,
     KafkaMirrorStatus,

@@ -16,14 +16,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from kafka_mirror.api.models import (
-    GROUP,
-    VERSION,
-    KafkaMirrorSpec,
-    KafkaMirrorStatus,
-    MirrorTopicSelectionSpec,
-    MirrorTopicSelectionStatus,
-)
+from kafka_mirror.api.models import GROUP, VERSION, KafkaMirrorSpec, MirrorTopicSelectionSpec
+from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 
 Schema = dict[str, Any]
 

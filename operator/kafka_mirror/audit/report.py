@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from kafka_mirror.api.models import AuditResult
+from kafka_mirror.api.status import AuditResult
 
 EXAMPLES = 10  # offsets listed per finding; the counts are exact
 

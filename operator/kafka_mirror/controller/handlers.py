@@ -13,13 +13,9 @@ from typing import Any, cast
 import kopf
 from kubernetes import client
 
-from kafka_mirror.api.models import (
-    GROUP,
-    VERSION,
-    KafkaMirrorStatus,
-    MirrorTopicSelectionStatus,
-)
+from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.policy import AllowLists
+from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller import gate, reconcile
 from kafka_mirror.controller.metrics import OperatorMetrics

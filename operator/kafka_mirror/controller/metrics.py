@@ -11,7 +11,7 @@ from contextlib import suppress
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 
-from kafka_mirror.api.models import KafkaMirrorStatus
+from kafka_mirror.api.status import KafkaMirrorStatus
 
 MIRROR_LABELS = ["namespace", "mirror"]
 AUDIT_RESULTS = ("Passed", "Failed", "Error")

@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafka_mirror.api.models import KafkaMirrorSpec, KafkaMirrorStatus
+from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import (
     CommittedOffset,
     MirrorOperation,
@@ -24,6 +24,7 @@ from kafka_mirror.api.operations import (
     Rpo,
     record_of,
 )
+from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.resume import Mirrors, resume_forward
 from kafka_mirror.controller.rpo import rpo_on_target

@@ -16,13 +16,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
 from kafka_mirror import render
-from kafka_mirror.api.models import (
-    GROUP,
-    VERSION,
-    KafkaMirrorSpec,
-    KafkaMirrorStatus,
-    MirrorTopicSelectionStatus,
-)
+from kafka_mirror.api.models import GROUP, VERSION, KafkaMirrorSpec
+from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable

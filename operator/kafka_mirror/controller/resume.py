@@ -16,8 +16,9 @@ from typing import Any, Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kafka_mirror.api.models import GROUP, VERSION, KafkaMirrorSpec, KafkaMirrorStatus
+from kafka_mirror.api.models import GROUP, VERSION, KafkaMirrorSpec
 from kafka_mirror.api.operations import OperationStatus, ResumedBy, record_of
+from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
 
 MIRRORS = "kafkamirrors"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_mirror.api.models import KafkaMirrorStatus
 from kafka_mirror.api.operations import Rpo, TopicRpo
+from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.kafka.reverse import copied_ends
 
 

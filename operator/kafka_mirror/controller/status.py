@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from kafka_mirror.api.models import (
+from kafka_mirror.api.status import (
     Condition,
     KafkaMirrorStatus,
     MirrorTopicSelectionStatus,

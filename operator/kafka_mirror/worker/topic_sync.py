@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 
-from kafka_mirror.api.models import SkippedTopic
+from kafka_mirror.api.status import SkippedTopic
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC
 from kafka_mirror.topics import TopicPlan, plan_topics
