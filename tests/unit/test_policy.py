@@ -16,7 +16,7 @@ from kafka_mirror.api.policy import (
     master_allowed,
     not_allowed,
 )
-from kafka_mirror.controller.gate import INVALID_SPEC, NOT_ALLOWED, spec_problem
+from kafka_mirror.controller.gate import INVALID_SPEC, NOT_ALLOWED, SpecUnusable, parse_spec
 
 OWN = "ghcr.io/kafka-mirror/kafka-mirror-operator:0.1.0"
 DEFAULTS = AllowLists()
@@ -175,10 +175,15 @@ def test_every_value_off_the_lists_is_reported_at_once() -> None:
 
 
 def test_the_gate_tells_an_invalid_spec_from_one_not_allowed() -> None:
-    assert spec_problem(spec(), DEFAULTS, OWN) is None
-    invalid = spec_problem({"source": {}}, DEFAULTS, OWN)
-    assert invalid is not None and invalid.reason == INVALID_SPEC
-    assert invalid.message.startswith("the spec cannot be used, fix it:")
-    disallowed = spec_problem(spec(worker={"image": "evil.example/steal:1"}), DEFAULTS, OWN)
-    assert disallowed is not None and disallowed.reason == NOT_ALLOWED
-    assert "spec.worker.image 'evil.example/steal:1' is not allowed" in disallowed.message
+    assert parse_spec(spec(), DEFAULTS, OWN).source.bootstrap_servers
+    with pytest.raises(SpecUnusable) as invalid:
+        parse_spec({"source": {}}, DEFAULTS, OWN)
+    assert invalid.value.problem.reason == INVALID_SPEC
+    assert invalid.value.problem.message.startswith("the spec cannot be used, fix it:")
+    with pytest.raises(SpecUnusable) as disallowed:
+        parse_spec(spec(worker={"image": "evil.example/steal:1"}), DEFAULTS, OWN)
+    assert disallowed.value.problem.reason == NOT_ALLOWED
+    assert (
+        "spec.worker.image 'evil.example/steal:1' is not allowed"
+        in disallowed.value.problem.message
+    )

@@ -36,16 +36,19 @@ class SpecUnusable(ValueError):
         self.problem = problem
 
 
-def spec_problem(spec: object, allowed: AllowLists, own_image: str) -> Problem | None:
-    """Why the operator cannot (`InvalidSpec`) or may not (`NotAllowed`) use a stored spec."""
+def parse_spec(spec: object, allowed: AllowLists, own_image: str) -> KafkaMirrorSpec:
+    """The stored spec, parsed; SpecUnusable when the operator cannot (`InvalidSpec`) or may
+    not (`NotAllowed`) use it."""
     try:
         parsed = KafkaMirrorSpec.model_validate(spec)
     except ValidationError as error:
-        return Problem(INVALID_SPEC, f"the spec cannot be used, fix it: {error}")
+        raise SpecUnusable(
+            Problem(INVALID_SPEC, f"the spec cannot be used, fix it: {error}")
+        ) from None
     refused = not_allowed(parsed, allowed, own_image)
     if refused:
-        return Problem(NOT_ALLOWED, "; ".join(r.message for r in refused))
-    return None
+        raise SpecUnusable(Problem(NOT_ALLOWED, "; ".join(r.message for r in refused)))
+    return parsed
 
 
 def stop_children(api: client.ApiClient, namespace: str, name: str) -> None:

@@ -18,6 +18,7 @@ from kafka_mirror.api.policy import AllowLists
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller import gate, reconcile
+from kafka_mirror.controller.inputs import MirrorInputs, selection_patterns
 from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
@@ -86,17 +87,23 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         for api_class in (client.CoreV1Api, client.AppsV1Api, client.BatchV1Api):
             api_class(api)
 
-    def check_usable(mirror: kopf.Body) -> None:
-        """Raise SpecUnusable for a spec the operator cannot or may not use, having stopped
-        what runs for one that is not allowed."""
-        problem = gate.spec_problem(mirror.get("spec"), options.allowed, image)
-        if problem is None:
-            return
-        namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
-        applied.forget(f"{namespace}/{name}")  # a usable spec again applies everything at once
-        if problem.reason == gate.NOT_ALLOWED:
-            gate.stop_children(api, namespace, name)
-        raise gate.SpecUnusable(problem)
+    def read_inputs(
+        mirror: kopf.Body, previous: KafkaMirrorStatus, indices: dict[str, Any]
+    ) -> MirrorInputs:
+        """The mirror read once for this call. Raises SpecUnusable for a spec the operator
+        cannot or may not use, having stopped what runs for one that is not allowed."""
+        try:
+            spec = gate.parse_spec(mirror.get("spec"), options.allowed, image)
+        except gate.SpecUnusable as unusable:
+            namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
+            applied.forget(f"{namespace}/{name}")  # a usable spec again applies all at once
+            if unusable.problem.reason == gate.NOT_ALLOWED:
+                gate.stop_children(api, namespace, name)
+            raise
+        return MirrorInputs(api, mirror, spec, previous, selections_of(mirror, indices))
+
+    def previous_of(mirror: kopf.Body) -> KafkaMirrorStatus:
+        return KafkaMirrorStatus.model_validate(dict(mirror.get("status") or {}))
 
     # In-memory indices kopf keeps from its watches: the status refreshes read the selections
     # and mirrors there instead of listing them from the API server, per mirror, every time.
@@ -108,7 +115,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def selections_by_mirror(
         namespace: str | None, name: str, spec: kopf.Spec, **_: Any
     ) -> dict[tuple[str | None, str], SelectionPatterns]:
-        return {(namespace, spec.get("mirror", "")): reconcile.selection_patterns(name, spec)}
+        return {(namespace, spec.get("mirror", "")): selection_patterns(name, spec)}
 
     @kopf.index(GROUP, VERSION, MIRRORS, id="mirror_names", when=live, registry=registry)
     def mirror_names(
@@ -121,20 +128,17 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         index: kopf.Index[Any, SelectionPatterns] = indices["selections_by_mirror"]
         return list(index.get((mirror.metadata.namespace, mirror.metadata.name), []))
 
-    def converge(mirror: kopf.Body, selections: list[SelectionPatterns]) -> None:
-        # Checked here, in every caller's thread: a converge already running for this mirror
-        # may take over the call, and the caller must not go on to read Kafka for a spec that
-        # names a host it may not contact.
-        check_usable(mirror)
-        key = f"{mirror.metadata.namespace}/{mirror.metadata.name}"
+    def converge(inputs: MirrorInputs) -> None:
+        # The spec was checked in read_inputs, in every caller's thread: a converge already
+        # running for this mirror may take over the call, and the caller must not go on to read
+        # Kafka for a spec that names a host it may not contact.
         with options.metrics.converge_seconds.time():
             changed = converging.run(
-                key,
-                lambda: reconcile.converge_children(api, mirror, image, selections, applied),
+                inputs.key, lambda: reconcile.converge_children(api, inputs, image, applied)
             )
         if changed:
             kopf.event(
-                mirror,
+                inputs.body,
                 type="Normal",
                 reason="SelectionsApplied",
                 message="workers mirror the union of selections: " + ", ".join(changed),
@@ -145,7 +149,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     @kopf.on.update(GROUP, VERSION, MIRRORS, registry=registry)
     def mirror_changed(body: kopf.Body, **indices: Any) -> None:
         try:
-            converge(body, selections_of(body, indices))
+            converge(read_inputs(body, previous_of(body), indices))
         except gate.SpecUnusable as unusable:
             raise kopf.PermanentError(str(unusable)) from None  # the status timer reports it
 
@@ -157,9 +161,9 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         **indices: Any,
     ) -> None:
         previous = KafkaMirrorStatus.model_validate(dict(status))
-        selections = selections_of(body, indices)
         try:
-            converge(body, selections)
+            inputs = read_inputs(body, previous, indices)
+            converge(inputs)
         except gate.SpecUnusable as unusable:
             generation = body.metadata.get("generation", 0)
             current = unusable_spec_status(
@@ -167,9 +171,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
             )
             events = mirror_events(previous, current)
         else:
-            current, events = reconcile.observe_mirror(
-                api, body, previous, selections, readers, datetime.now(UTC)
-            )
+            current, events = reconcile.observe_mirror(api, inputs, readers, datetime.now(UTC))
         _status_patch(patch, current)
         options.metrics.observe(
             body.metadata.namespace or "",
@@ -195,7 +197,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         if mirror is not None and not mirror["metadata"].get("deletionTimestamp"):
             body = kopf.Body(cast(kopf.RawBody, mirror))
             with contextlib.suppress(gate.SpecUnusable):  # the mirror's status says so
-                converge(body, selections_of(body, indices))
+                converge(read_inputs(body, previous_of(body), indices))
 
     # No resume handler: at start-up each mirror's own resume converges it, with every
     # selection already in the index; a thousand selections would only repeat it.

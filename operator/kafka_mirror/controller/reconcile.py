@@ -3,7 +3,6 @@ delete them, and observe the mirror (Kafka and its Deployment) for its status.""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from dataclasses import dataclass
@@ -16,11 +15,12 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
 from kafka_mirror import render
-from kafka_mirror.api.models import GROUP, VERSION, KafkaMirrorSpec
+from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
+from kafka_mirror.controller.inputs import MirrorInputs, SecretProblem, selection_patterns
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.resume import KubeMirrors
 from kafka_mirror.controller.serial import AppliedChildren
@@ -45,61 +45,6 @@ MIRRORS = "kafkamirrors"
 MAX_REFUSAL_MESSAGE = 1000  # characters of the API server's reason kept in the status
 
 
-class SecretProblem(Exception):
-    """A Secret (or key) the mirror names cannot be read."""
-
-
-# --- reading the mirror's inputs ------------------------------------------------------------
-
-
-def selection_patterns(name: str, spec: Any) -> SelectionPatterns:
-    """A selection's patterns as stored: the schema checked their shape, but a pattern that does
-    not compile must reach the status (and be skipped by the workers), not fail parsing."""
-    return SelectionPatterns(
-        name=name, includes=list(spec.get("includes", [])), excludes=list(spec.get("excludes", []))
-    )
-
-
-def _secret(api: client.ApiClient, namespace: str, name: str) -> client.V1Secret | None:
-    try:
-        return client.CoreV1Api(api).read_namespaced_secret(name, namespace)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-
-
-def secret_versions(
-    api: client.ApiClient, namespace: str, envs: list[CredentialEnv]
-) -> dict[str, str]:
-    """Each referenced Secret's resourceVersion, so a rotation rolls the workers."""
-    versions = {}
-    for name in sorted({env.secret.name for env in envs}):
-        secret = _secret(api, namespace, name)
-        version = secret.metadata.resource_version if secret and secret.metadata else None
-        versions[name] = version or "missing"
-    return versions
-
-
-def resolve_credentials(
-    api: client.ApiClient, namespace: str, envs: list[CredentialEnv]
-) -> dict[str, str]:
-    """The credential values, keyed by the worker's variable names, as the kubelet fills them."""
-    values = {}
-    for env in envs:
-        secret = _secret(api, namespace, env.secret.name)
-        if secret is None:
-            raise SecretProblem(
-                f"Secret {env.secret.name} is not in namespace {namespace}: create it "
-                f"with key {env.secret.key}"
-            )
-        data = secret.data or {}
-        if env.secret.key not in data:
-            raise SecretProblem(f"Secret {env.secret.name} has no key {env.secret.key}")
-        values[env.name] = base64.b64decode(data[env.secret.key]).decode()
-    return values
-
-
 # --- children -------------------------------------------------------------------------------
 
 
@@ -110,17 +55,11 @@ class Desired:
     children: list[dict[str, Any]]
 
 
-def desired_children(
-    api: client.ApiClient, body: kopf.Body, image: str, selections: list[SelectionPatterns]
-) -> Desired:
+def desired_children(inputs: MirrorInputs, image: str) -> Desired:
     """Everything the mirror should own, rendered from its spec and its live selections."""
-    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    spec = operations.running_spec(
-        KafkaMirrorSpec.model_validate(body["spec"]),
-        KafkaMirrorStatus.model_validate(body.get("status") or {}).operation,
-    )
-    config, envs = render.build_worker_config(namespace, name, spec, selections)
-    checksum = render.config_checksum(config, secret_versions(api, namespace, envs))
+    namespace, name, spec = inputs.namespace, inputs.name, inputs.running_spec
+    config, envs = inputs.worker
+    checksum = render.config_checksum(config, inputs.secrets.versions(envs))
     children = [
         render.build_config_map(namespace, name, config),
         render.build_deployment(namespace, name, spec, envs, checksum, image),
@@ -129,22 +68,18 @@ def desired_children(
         *render.build_audit_rbac(namespace, name),
     ]
     for child in children:
-        kopf.adopt(child, owner=body)
+        kopf.adopt(child, owner=inputs.body)
     return Desired(config, envs, children)
 
 
 def converge_children(
-    api: client.ApiClient,
-    body: kopf.Body,
-    image: str,
-    selections: list[SelectionPatterns],
-    applied: AppliedChildren,
+    api: client.ApiClient, inputs: MirrorInputs, image: str, applied: AppliedChildren
 ) -> list[str]:
     """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate)
     unless the same were applied lately. Returns the selection names now applied when they
     changed, else an empty list."""
-    desired = desired_children(api, body, image, selections)
-    mirror = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+    desired = desired_children(inputs, image)
+    mirror = inputs.key
     digest = hashlib.sha256(
         json.dumps(desired.children, sort_keys=True, default=str).encode()
     ).hexdigest()
@@ -222,34 +157,16 @@ def _deployment_state(
     return DeploymentState(desired, status.replicas or 0, status.ready_replicas or 0)
 
 
-def cluster_settings(
-    api: client.ApiClient,
-    namespace: str,
-    config: WorkerConfig,
-    envs: list[CredentialEnv],
-    role: str,
-) -> dict[str, str]:
-    """librdkafka settings of the source or the target, with the credentials from the Secrets."""
-    connection = config.source if role == "source" else config.target
-    mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
-    return connection.client_config(resolve_credentials(api, namespace, mine))
-
-
 def _observe_kafka(
-    api: client.ApiClient,
-    namespace: str,
-    name: str,
-    config: WorkerConfig,
-    envs: list[CredentialEnv],
-    readers: Readers,
+    inputs: MirrorInputs, readers: Readers
 ) -> tuple[Problem | None, Problem | None, KafkaState | None]:
-    mirror = f"{namespace}/{name}"
+    mirror, config = inputs.key, inputs.worker[0]
     readers_by_role: dict[str, ClusterReader] = {}
     problems: dict[str, Problem | None] = {"source": None, "target": None}
     topics: dict[str, dict[str, int]] = {}
     for role, connection in (("source", config.source), ("target", config.target)):
         try:
-            settings = cluster_settings(api, namespace, config, envs, role)
+            settings = inputs.cluster_settings(role)
             reader = readers.get(mirror, role, connection.alias, settings)
             topics[role] = reader.topics()
             readers_by_role[role] = reader
@@ -275,29 +192,21 @@ def _observe_kafka(
 
 
 def observe_mirror(
-    api: client.ApiClient,
-    body: kopf.Body,
-    previous: KafkaMirrorStatus,
-    selections: list[SelectionPatterns],
-    readers: Readers,
-    now: datetime,
+    api: client.ApiClient, inputs: MirrorInputs, readers: Readers, now: datetime
 ) -> tuple[KafkaMirrorStatus, list[Event]]:
     """The mirror's status from Kafka and its Deployment, and the events worth posting."""
-    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    requested = KafkaMirrorSpec.model_validate(body["spec"])
-    spec = operations.running_spec(requested, previous.operation)
-    config, envs = render.build_worker_config(namespace, name, spec, selections)
+    namespace, name = inputs.namespace, inputs.name
+    requested, previous, spec = inputs.spec, inputs.previous, inputs.running_spec
+    config = inputs.worker[0]
     _, selection_problems = config.compiled_selections()
-    source_problem, target_problem, kafka = _observe_kafka(
-        api, namespace, name, config, envs, readers
-    )
+    source_problem, target_problem, kafka = _observe_kafka(inputs, readers)
     observation = MirrorObservation(
-        generation=body["metadata"].get("generation", 0),
+        generation=inputs.body["metadata"].get("generation", 0),
         paused=requested.paused,
         label_selector=render.label_selector(name),
         deployment=_deployment_state(api, namespace, name, 0 if spec.paused else spec.replicas),
         selection_problems=selection_problems,
-        selection_count=len(selections),
+        selection_count=len(inputs.selections),
         source_problem=source_problem,
         target_problem=target_problem,
         kafka=kafka,
@@ -308,8 +217,8 @@ def observe_mirror(
     events = mirror_events(previous, status)
     if requested.operation is not None or previous.operation is not None:
         access = operations.Access(
-            None if source_problem else cluster_settings(api, namespace, config, envs, "source"),
-            None if target_problem else cluster_settings(api, namespace, config, envs, "target"),
+            None if source_problem else inputs.cluster_settings("source"),
+            None if target_problem else inputs.cluster_settings("target"),
             KubeMirrors(api, namespace),
         )
         mirrored = kafka.plan.mirrored if kafka is not None else None

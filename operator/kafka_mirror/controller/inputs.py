@@ -1,0 +1,126 @@
+"""A KafkaMirror's inputs, read once per handler call: the object parsed into its typed spec
+and status, its selections (from kopf's index), and the Secrets it names, each read from the
+API server at most once however many times the call needs it."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import kopf
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kafka_mirror import render
+from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.status import KafkaMirrorStatus
+from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
+from kafka_mirror.controller import operations
+from kafka_mirror.render import CredentialEnv
+
+
+class SecretProblem(Exception):
+    """A Secret (or key) the mirror names cannot be read."""
+
+
+def selection_patterns(name: str, spec: Any) -> SelectionPatterns:
+    """A selection's patterns as stored: the schema checked their shape, but a pattern that does
+    not compile must reach the status (and be skipped by the workers), not fail parsing."""
+    return SelectionPatterns(
+        name=name, includes=list(spec.get("includes", [])), excludes=list(spec.get("excludes", []))
+    )
+
+
+class Secrets:
+    """The Secrets of one namespace, each read at most once (None when it does not exist)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self._read: dict[str, client.V1Secret | None] = {}
+
+    def get(self, name: str) -> client.V1Secret | None:
+        if name not in self._read:
+            try:
+                self._read[name] = client.CoreV1Api(self.api).read_namespaced_secret(
+                    name, self.namespace
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                self._read[name] = None
+        return self._read[name]
+
+    def versions(self, envs: list[CredentialEnv]) -> dict[str, str]:
+        """Each referenced Secret's resourceVersion, so a rotation rolls the workers."""
+        versions = {}
+        for name in sorted({env.secret.name for env in envs}):
+            secret = self.get(name)
+            version = secret.metadata.resource_version if secret and secret.metadata else None
+            versions[name] = version or "missing"
+        return versions
+
+    def values(self, envs: list[CredentialEnv]) -> dict[str, str]:
+        """The credential values, keyed by the worker's variable names, as the kubelet fills
+        them."""
+        values = {}
+        for env in envs:
+            secret = self.get(env.secret.name)
+            if secret is None:
+                raise SecretProblem(
+                    f"Secret {env.secret.name} is not in namespace {self.namespace}: create it "
+                    f"with key {env.secret.key}"
+                )
+            data = secret.data or {}
+            if env.secret.key not in data:
+                raise SecretProblem(f"Secret {env.secret.name} has no key {env.secret.key}")
+            values[env.name] = base64.b64decode(data[env.secret.key]).decode()
+        return values
+
+
+@dataclass
+class MirrorInputs:
+    """One handler call's view of a KafkaMirror whose spec the gate accepted."""
+
+    api: client.ApiClient
+    body: kopf.Body
+    spec: KafkaMirrorSpec  # as requested
+    previous: KafkaMirrorStatus
+    selections: list[SelectionPatterns]
+    secrets: Secrets = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.secrets = Secrets(self.api, self.namespace)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @cached_property
+    def running_spec(self) -> KafkaMirrorSpec:
+        """The spec the workers run with: an operation in progress may have stopped them."""
+        return operations.running_spec(self.spec, self.previous.operation)
+
+    @cached_property
+    def worker(self) -> tuple[WorkerConfig, list[CredentialEnv]]:
+        """The workers' configuration and the Secret keys their credentials come from."""
+        return render.build_worker_config(
+            self.namespace, self.name, self.running_spec, self.selections
+        )
+
+    def cluster_settings(self, role: str) -> dict[str, str]:
+        """librdkafka settings of the source or the target, with the credentials from the
+        Secrets."""
+        config, envs = self.worker
+        connection = config.source if role == "source" else config.target
+        mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
+        return connection.client_config(self.secrets.values(mine))
