@@ -8,12 +8,13 @@ The mirroring is judged by `kafka_mirror.smoke`, the check `dev/kind/e2e.sh` run
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
 from kafka_mirror import smoke
@@ -40,6 +41,18 @@ MIRROR = "a-to-b"  # the example's name
 LOGIN = "source-login"
 WORKERS = label_selector(MIRROR)
 OPERATOR = f"app.kubernetes.io/instance={RELEASE}"
+
+
+def _delete_topics(cluster: LocalKafka, topics: Sequence[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    present = [t for t in topics if t in admin.list_topics(timeout=10).topics]
+    for future in admin.delete_topics(present).values() if present else ():
+        future.result()
+    wait_for(
+        lambda: not set(topics) & set(admin.list_topics(timeout=10).topics),
+        60,
+        f"{', '.join(present)} to be deleted",
+    )
 
 
 def _examples(a: LocalKafka, b: LocalKafka, namespace: str) -> list[dict[str, Any]]:
@@ -163,7 +176,10 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
         assert operator.spec.containers[0].image == kube_node.image
 
         # The examples: worker pods as rendered, mirroring A→B until the status says all is
-        # there; then every record compared by content.
+        # there; then every record compared by content. The session's Kafka pair is shared
+        # (the demo's test mirrors the same topics): start from none of them.
+        _delete_topics(a, smoke.SELECTED)
+        _delete_topics(b, [f"{topic}.A" for topic in smoke.SELECTED])
         for body in _examples(a, b, namespace):
             apply(node_api, body)
         clusters = smoke.Clusters(a.bootstrap_servers, b.bootstrap_servers)

@@ -168,9 +168,11 @@ def test_selection_changes_scaling_pausing_and_deleting_take_effect(
         "the first topic to be active",
     )
 
-    # Updating a selection replaces it: the second topic is mirrored, the first no longer.
+    # Updating a selection replaces it: the second topic is mirrored, the first no longer. The
+    # workers read the new selection from their ConfigMap volume, which the kubelet updates on
+    # its own schedule (its sync period, a minute by default, plus its cache's).
     apply(node_stack.api, selection("team", node_stack.namespace, "m", [re.escape(second)]))
-    consume(node_stack.kafka_b.bootstrap_servers, f"{second}.A", 50, timeout=60)
+    consume(node_stack.kafka_b.bootstrap_servers, f"{second}.A", 50, timeout=180)
     wait_for(
         lambda: (
             status_of(node_stack.api, node_stack.namespace, "m").get("activeTopics") == [second]
