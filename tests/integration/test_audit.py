@@ -125,13 +125,14 @@ def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_of
     assert "10 records missing on the target" in report.summary().message
     assert f"{topic}/0 offsets [100, 101, 102]" in report.summary().message
 
-    # The command the CronJob runs says so with its exit status and its JSON report.
+    # The command the CronJob runs says so in its JSON report, and exits 0: a Failed verdict is
+    # a result, which the Job must not re-run as if the audit had crashed.
     config_path, report_path = tmp_path / "worker.yaml", tmp_path / "report.json"
     config_path.write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "kafka_mirror", "audit", "--config", str(config_path)]
     options = ["--master", "local[1]", "--no-status", "--report", str(report_path)]
     finished = subprocess.run([*command, *options], capture_output=True, text=True, timeout=300)
-    assert finished.returncode == 1, finished.stderr[-3000:]
+    assert finished.returncode == 0, finished.stderr[-3000:]
     written = json.loads(report_path.read_text())
     assert (written["result"], written["missing"], written["unsafeCheckpoints"]) == (
         "Failed",
