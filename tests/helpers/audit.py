@@ -103,9 +103,11 @@ def mirror_new_topic(
     return topic, worker
 
 
-def status_from(plan: TopicPlan, progress: list[PartitionProgress]) -> KafkaMirrorStatus:
+def status_from(
+    plan: TopicPlan, progress: list[PartitionProgress], acknowledged_lost: int = 0
+) -> KafkaMirrorStatus:
     """The status the operator computes for a mirror with one ready worker, every remote topic
-    there, and this progress on the source."""
+    there, and this progress on the source (and `spec.acknowledgedLostToRetention`)."""
     observation = MirrorObservation(
         generation=1,
         paused=False,
@@ -114,5 +116,6 @@ def status_from(plan: TopicPlan, progress: list[PartitionProgress]) -> KafkaMirr
         selection_problems=[],
         selection_count=1,
         kafka=KafkaState(plan, set(plan.mirrored.values()), progress, {}),
+        acknowledged_lost_to_retention=acknowledged_lost,
     )
     return mirror_status(observation, KafkaMirrorStatus(), datetime.now(UTC))

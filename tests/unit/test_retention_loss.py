@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from kafka_mirror.controller.status import unacknowledged_loss
 from kafka_mirror.kafka.formats import LOSS_MARK, RetentionLoss, commit_note, read_commit_note
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import TopicPlan
@@ -74,5 +75,35 @@ def test_a_loss_makes_the_mirror_degraded_with_what_to_do() -> None:
         "30 records left the source before they were mirrored (orders (30)): the mirror fell "
         "behind the source's retention. Raise the source topics' retention.ms above the "
         "longest time the mirror may be stopped or behind, or scale the mirror up "
-        "(spec.replicas) so that it keeps up; the records lost are on neither cluster"
+        "(spec.replicas) so that it keeps up; the records lost are on neither cluster. Once "
+        "dealt with, set spec.acknowledgedLostToRetention to 30 to clear this"
     )
+
+
+def degraded_by(lost: int, acknowledged: int) -> tuple[str, str]:
+    """The Degraded condition (status, reason) of a mirror that lost `lost` records of one
+    partition to retention, with `acknowledged` of them acknowledged in its spec."""
+    progress = [PartitionProgress("orders", 0, start=100 + lost, end=200, committed=100)]
+    status = status_from(TopicPlan({"orders": "orders.A"}, []), progress, acknowledged)
+    assert status.total_lost_to_retention == lost  # the count stays, acknowledged or not
+    degraded = next(c for c in status.conditions if c.type == "Degraded")
+    return degraded.status, degraded.reason
+
+
+def test_an_acknowledged_loss_clears_degraded_and_a_new_one_sets_it_again() -> None:
+    assert degraded_by(30, 0) == ("True", "RecordsLostToRetention")
+    assert degraded_by(30, 30) == ("False", "AsExpected")  # dealt with
+    assert degraded_by(45, 30) == ("True", "RecordsLostToRetention")  # lost again since
+    progress = [PartitionProgress("orders", 0, start=145, end=200, committed=100)]
+    status = status_from(TopicPlan({"orders": "orders.A"}, []), progress, 30)
+    degraded = next(c for c in status.conditions if c.type == "Degraded")
+    assert "(orders (45), 15 since the 30 acknowledged)" in degraded.message
+    assert "set spec.acknowledgedLostToRetention to 45" in degraded.message
+
+
+@given(lost=st.integers(0, 10**9), acknowledged=st.integers(0, 10**9))
+def test_the_loss_degrades_the_mirror_exactly_while_it_exceeds_the_acknowledged(
+    lost: int, acknowledged: int
+) -> None:
+    lost_reason = degraded_by(lost, acknowledged)[1] == "RecordsLostToRetention"
+    assert lost_reason == (unacknowledged_loss(lost, acknowledged) > 0) == (lost > acknowledged)

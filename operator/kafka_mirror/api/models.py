@@ -335,6 +335,13 @@ class KafkaMirrorSpec(ApiModel):
         "`kafka_mirror_rpo_target_seconds` metric (which the latency alert compares with) hold "
         "the mirroring latency against it.",
     )
+    acknowledged_lost_to_retention: Annotated[int, Field(ge=0)] = Field(
+        default=0,
+        description="Records lost to retention (`status.totalLostToRetention`) you have dealt "
+        "with: the `Degraded` condition reports the loss only while the total is above this, "
+        "so setting it to the total clears it, and a new loss raises the total past it and "
+        "reports again. The counts stay in the status.",
+    )
     operation: MirrorOperation | None = Field(
         default=None,
         description="A disaster-recovery operation to carry out (docs/runbook-dr.md); while it "

@@ -37,7 +37,8 @@ class TopicStatus(StatusModel):
     lost_to_retention: int = Field(
         default=0,
         description="Records that left the source (retention, DeleteRecords) before they were "
-        "mirrored: they are on neither cluster.",
+        "mirrored: they are on neither cluster. Counted as offsets: exact on a topic without "
+        "transactions or compaction, else at most this many records.",
     )
 
 
@@ -66,7 +67,9 @@ class AuditResult(StatusModel):
         default=0, description="Source records whose copy differs (key, value, headers, time)."
     )
     lost_to_retention: int = Field(
-        default=0, description="Records that left the source before they were mirrored."
+        default=0,
+        description="Records that left the source before they were mirrored (offsets: exact "
+        "without transactions or compaction, else at most this many).",
     )
     unverifiable: int = Field(
         default=0,

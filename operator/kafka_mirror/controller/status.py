@@ -66,6 +66,7 @@ class MirrorObservation:
     kafka: KafkaState | None = None
     audit_schedule: str | None = None  # None while the audit is suspended
     rpo_target_seconds: int | None = None
+    acknowledged_lost_to_retention: int = 0  # spec.acknowledgedLostToRetention
 
 
 @dataclass(frozen=True)
@@ -196,19 +197,31 @@ def _audit_condition(
     )
 
 
-def _lost_message(status: KafkaMirrorStatus) -> str:
+def unacknowledged_loss(total: int, acknowledged: int) -> int:
+    """Records lost to retention that `spec.acknowledgedLostToRetention` does not cover: the
+    loss keeps the mirror Degraded until someone has dealt with it and says so (the count
+    never goes down by itself: the records are gone), and a later loss counts again."""
+    return max(total - acknowledged, 0)
+
+
+def _lost_message(status: KafkaMirrorStatus, acknowledged: int) -> str:
     lost = [t for t in status.topics if t.lost_to_retention]
     where = ", ".join(f"{t.name} ({t.lost_to_retention})" for t in lost[:3])
+    total = status.total_lost_to_retention
+    since = (
+        f", {total - acknowledged} since the {acknowledged} acknowledged" if acknowledged else ""
+    )
     return (
-        f"{status.total_lost_to_retention} records left the source before they were mirrored "
-        f"({where}): the mirror fell behind the source's retention. Raise the source topics' "
-        "retention.ms above the longest time the mirror may be stopped or behind, or scale the "
-        "mirror up (spec.replicas) so that it keeps up; the records lost are on neither cluster"
+        f"{total} records left the source before they were mirrored ({where}{since}): the "
+        "mirror fell behind the source's retention. Raise the source topics' retention.ms "
+        "above the longest time the mirror may be stopped or behind, or scale the mirror up "
+        "(spec.replicas) so that it keeps up; the records lost are on neither cluster. Once "
+        f"dealt with, set spec.acknowledgedLostToRetention to {total} to clear this"
     )
 
 
-def _degraded_reason(status: KafkaMirrorStatus, not_flowing: bool, degraded: bool) -> str:
-    if status.total_lost_to_retention:
+def _degraded_reason(lost: bool, not_flowing: bool, degraded: bool) -> str:
+    if lost:
         return "RecordsLostToRetention"
     if not_flowing:
         return "PartitionsNotFlowing"
@@ -267,8 +280,10 @@ def mirror_status(
         degraded.append(
             f"{len(problems)} partitions do not flow ({'; '.join(p.problem for p in problems[:2])})"
         )
-    if status.total_lost_to_retention:
-        degraded.insert(0, _lost_message(status))
+    acknowledged = obs.acknowledged_lost_to_retention
+    lost = unacknowledged_loss(status.total_lost_to_retention, acknowledged) > 0
+    if lost:
+        degraded.insert(0, _lost_message(status, acknowledged))
     status.conditions = [
         condition(before, "Ready", ready, reason, message, gen, now),
         condition(
@@ -284,7 +299,7 @@ def mirror_status(
             before,
             "Degraded",
             bool(degraded),
-            _degraded_reason(status, bool(problems), bool(degraded)),
+            _degraded_reason(lost, bool(problems), bool(degraded)),
             "; ".join(degraded) or "every selected topic is mirrored",
             gen,
             now,
