@@ -1,5 +1,7 @@
 """Where an incremental audit's time goes: audit N records, add M, then audit twice more (the M
-new records, then nothing new), timing each phase and counting the Spark jobs it starts.
+new records, then nothing new), timing each phase and counting the Spark jobs it starts; and the
+Spark session's start-up, apart. The JSON summary goes to bench/results/audit_profile.json
+(--output).
 
     .venv/bin/python bench/audit_profile.py   # 200,000 then 20,000 x 100 B, 8 partitions
 
@@ -10,6 +12,7 @@ with `statusTracker()` (the audit sets no job group).
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -21,7 +24,9 @@ from common import (
     mirrored_preload,
     perf_rate,
     produce_perf,
+    summary_header,
     two_clusters,
+    write_summary,
 )
 from pyspark.sql import SparkSession
 
@@ -33,9 +38,9 @@ from kafka_mirror.audit.spark import session
 PHASES = {
     checks: (
         "newest_checkpoints",
-        "verifiable_from",
+        "offset_syncs_to_check",
+        "summarize_target",
         "_findings",
-        "check_offset_syncs",
         "check_checkpoints",
         "_verified",
     ),
@@ -71,23 +76,56 @@ def main() -> None:
     parser.add_argument("--added", type=int, default=20_000)
     args = parser.parse_args()
     profile: list[tuple[str, float, int]] = []
+    runs: dict[str, Any] = {}
+    load_before = os.getloadavg()[0]
     with two_clusters() as (workdir, a, b):
         topic, raw = mirrored_preload(a, b, workdir, "bench/audit-profile", args)
         config = WorkerConfig.model_validate(raw)
+        started = time.monotonic()
         spark = session(args.master, {})
+        spark.range(1).collect()  # the JVM, the jars and a first job: a floor under every run
+        startup = time.monotonic() - started
+        print(f"Spark session start and a first job: {startup:.2f} s")
         count_phases(spark, profile)
         try:
-            main_module.audit(config, spark)
-            perf_rate(produce_perf(a, topic, args.added, args.size))
-            mirror_until_committed(raw, workdir, topic, args.partitions, args.records + args.added)
-            for what in ("incremental", "nothing new"):
+            for what in ("first", "incremental", "nothing new"):
+                if what == "incremental":
+                    perf_rate(produce_perf(a, topic, args.added, args.size))
+                    total = args.records + args.added
+                    mirror_until_committed(raw, workdir, topic, args.partitions, total)
                 profile.clear()
+                started = time.monotonic()
                 report = main_module.audit(config, spark)
+                seconds = time.monotonic() - started
                 print(f"{what}: {report.records_checked:,} records checked, {report.result}")
-                for name, seconds, jobs in profile:
-                    print(f"  {name:20} {seconds:6.2f} s {jobs:3d} Spark jobs")
+                for name, phase_seconds, jobs in profile:
+                    print(f"  {name:22} {phase_seconds:6.2f} s {jobs:3d} Spark jobs")
+                runs[what] = {
+                    "records_checked": report.records_checked,
+                    "result": report.result,
+                    "seconds": round(seconds, 2),
+                    "phases": [
+                        {"phase": name, "seconds": round(t, 2), "spark_jobs": jobs}
+                        for name, t, jobs in profile
+                    ],
+                }
         finally:
             spark.stop()
+    write_summary(
+        {
+            **summary_header(
+                "kafka-mirror audit: time and Spark jobs per phase", "audit_profile.py"
+            ),
+            "records": args.records,
+            "added": args.added,
+            "partitions": args.partitions,
+            "load_average_before": round(load_before, 2),
+            "load_average_after": round(os.getloadavg()[0], 2),
+            "spark_session_start_seconds": round(startup, 2),
+            **runs,
+        },
+        args.output,
+    )
 
 
 if __name__ == "__main__":

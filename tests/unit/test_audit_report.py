@@ -10,7 +10,7 @@ from kafka_mirror.audit.report import AuditReport, PartitionFinding, UnsafeCheck
 
 
 def test_a_mirror_with_no_selected_topic_passes_without_reading_anything() -> None:
-    inputs = AuditInputs("ns/m", "A", "B", {}, {}, windows=[], offset_syncs_on_source=True)
+    inputs = AuditInputs("ns/m", "A", "B", {}, {}, {}, {}, windows=[], offset_syncs_on_source=True)
     report = run_checks(None, inputs)  # type: ignore[arg-type]  # Spark is never touched
     assert (report.result, report.records_checked, report.missing) == ("Passed", 0, 0)
 

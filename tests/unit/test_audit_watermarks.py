@@ -33,7 +33,16 @@ def test_the_offset_syncs_are_read_from_the_lowest_position_kept() -> None:
     def starts(*windows: PartitionWindow) -> dict[int, int]:
         return offset_syncs_start(
             AuditInputs(
-                "ns/m", "A", "B", {}, {}, list(windows), False, offset_syncs_end={0: 50, 1: 60}
+                "ns/m",
+                "A",
+                "B",
+                {},
+                {},
+                {},
+                {},
+                list(windows),
+                False,
+                offset_syncs_end={0: 50, 1: 60},
             )
         )
 

@@ -26,11 +26,11 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from kafka_mirror.audit.records import (
@@ -48,10 +48,13 @@ from kafka_mirror.audit.report import (
     VerifiedPartition,
 )
 from kafka_mirror.audit.translation import (
+    SyncKey,
     check_checkpoints,
-    check_offset_syncs,
+    judge_offset_syncs,
     newest_checkpoints,
+    offset_syncs_to_check,
     percentile,
+    sync_keys,
 )
 from kafka_mirror.audit.watermarks import verified_to
 from kafka_mirror.kafka.formats import Checkpoint
@@ -59,21 +62,79 @@ from kafka_mirror.kafka.formats import Checkpoint
 log = logging.getLogger("kafka_mirror.audit")
 KEYS = ["topic", "partition", "offset"]
 KINDS = ("missing", "altered", "duplicates", "expired_on_target")
+PRESENT, CYCLE = "present", "cycle"  # the other kinds of a source record: not findings
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """What the checks need of the target's copies, from one Spark job."""
+
+    # Per remote partition, its first copy read: (target_offset, current, offset).
+    first: dict[tuple[str, int], Row]
+    # Per source partition, copies of records that left the source since the last verified one.
+    expired_on_source: dict[tuple[str, int], int]
+    # Per source partition, the first copy (target offset) of a record at or after the
+    # watermark it gets when no record of it fails: max(resume, end).
+    first_after: dict[tuple[str, int], int]
+    # Per copy an offset sync names, the source offset it came from (absent: not there).
+    synced: dict[SyncKey, int]
+
+
+def summarize_target(
+    spark: SparkSession, inputs: AuditInputs, target: DataFrame, syncs: list[SyncKey]
+) -> TargetSummary:
+    """Every per-partition figure of the target in one pass: a Spark job costs about a second
+    whatever its records, so the figures are aggregates of one grouping, not a job each."""
+    bounds = spark.createDataFrame(
+        [(w.topic, w.partition, w.start, w.resume, max(w.resume, w.end)) for w in inputs.windows],
+        "topic string, partition int, start bigint, resume bigint, mark bigint",
+    )
+    rows = target.join(F.broadcast(bounds), ["topic", "partition"], "left")
+    synced = F.lit(False)
+    if syncs:
+        named = spark.createDataFrame(
+            syncs, "remote string, target_partition int, target_offset bigint"
+        ).withColumn("synced", F.lit(True))
+        rows = rows.join(
+            F.broadcast(named), ["remote", "target_partition", "target_offset"], "left"
+        )
+        synced = F.coalesce(F.col("synced"), F.lit(False))
+    current, offset = F.col("current"), F.col("offset")
+    expired = current & (offset < F.col("start")) & (offset >= F.col("resume"))
+    after = current & (offset >= F.col("mark")) & (F.col("target_partition") == F.col("partition"))
+    summary = TargetSummary({}, {}, {}, {})
+    for row in (
+        rows.groupBy("remote", "target_partition", "topic", "partition")
+        .agg(
+            F.min(F.struct("target_offset", "current", "offset")).alias("first"),
+            F.sum(expired.cast("int")).alias("expired"),
+            F.min(F.when(after, F.col("target_offset"))).alias("first_after"),
+            F.collect_list(F.when(synced, F.struct("target_offset", "offset"))).alias("synced"),
+        )
+        .collect()
+    ):
+        remote, source = (row["remote"], row["target_partition"]), (row["topic"], row["partition"])
+        known = summary.first.get(remote)
+        if known is None or row["first"]["target_offset"] < known["target_offset"]:
+            summary.first[remote] = row["first"]
+        if row["expired"]:
+            summary.expired_on_source[source] = int(row["expired"])
+        if row["first_after"] is not None:
+            summary.first_after[source] = min(
+                int(row["first_after"]), summary.first_after.get(source, row["first_after"])
+            )
+        for copy in row["synced"]:
+            summary.synced[(*remote, int(copy["target_offset"]))] = int(copy["offset"])
+    return summary
 
 
 def verifiable_from(
-    windows: list[PartitionWindow], target: DataFrame
+    windows: list[PartitionWindow], first: dict[tuple[str, int], Row]
 ) -> dict[tuple[str, int], int]:
     """Per source partition, the first offset whose copy the target can still show: where the
     target's retention removed the start of the remote partition, the source offset of the
     first copy left (of the current incarnation; one of an older incarnation first means the
     removal did not reach this one)."""
-    first = {
-        (row["remote"], row["target_partition"]): row["first"]
-        for row in target.groupBy("remote", "target_partition")
-        .agg(F.min(F.struct("target_offset", "current", "offset")).alias("first"))
-        .collect()
-    }
     bounds = {}
     for w in windows:
         copy = first.get((w.remote, w.partition))
@@ -87,18 +148,7 @@ def verifiable_from(
     return bounds
 
 
-def source_counts(source: DataFrame) -> dict[tuple[str, int], tuple[int, int]]:
-    """Per source partition, (records, records skipped as cycles) of the window: one job for
-    every count of the source the checks need."""
-    return {
-        (row["topic"], row["partition"]): (int(row["records"]), int(row["cycles"]))
-        for row in source.groupBy("topic", "partition")
-        .agg(
-            F.sum((~F.col("cycle")).cast("int")).alias("records"),
-            F.sum(F.col("cycle").cast("int")).alias("cycles"),
-        )
-        .collect()
-    }
+Counts = dict[tuple[str, int], tuple[int, int]]  # per source partition: records, cycle skips
 
 
 def _findings(
@@ -106,8 +156,10 @@ def _findings(
     inputs: AuditInputs,
     source: DataFrame,
     target: DataFrame,
-    counts: dict[tuple[str, int], tuple[int, int]],
-) -> dict[tuple[str, int], PartitionFinding]:
+    summary: TargetSummary,
+) -> tuple[dict[tuple[str, int], PartitionFinding], Counts]:
+    """Per source partition, what is wrong or unverifiable, and the counts of its records in
+    the window: one Spark job (none when no window has new offsets)."""
     findings: dict[tuple[str, int], PartitionFinding] = {}
 
     def finding(topic: str, partition: int) -> PartitionFinding:
@@ -116,7 +168,7 @@ def _findings(
         )
 
     current = target.where("current")
-    start_of = verifiable_from(inputs.windows, target)
+    start_of = verifiable_from(inputs.windows, summary.first)
     bounds = spark.createDataFrame(
         [
             (w.topic, w.partition, w.start, w.resume, start_of[(w.topic, w.partition)])
@@ -127,72 +179,81 @@ def _findings(
     copies = current.select(*KEYS, F.col("hash").alias("copy_hash"))
     # Where the target compacts, a copy with a newer copy of its key may have been removed.
     compacted = sorted({w.topic for w in inputs.windows if w.remote in inputs.compacted_remotes})
-    newest = (
-        current.where(F.col("topic").isin(compacted))
-        .groupBy("topic", "partition", "key")
-        .agg(F.max("offset").alias("newest_copy"))
-    )
     per_record = (
-        source.where(~F.col("cycle"))
-        .join(copies, KEYS, "left")
-        .groupBy(*KEYS, "key", "hash")
+        source.join(copies, KEYS, "left")
+        .groupBy(*KEYS, "key", "hash", "cycle")
         .agg(
             F.count("copy_hash").alias("copies"),
             F.sum((F.col("copy_hash") == F.col("hash")).cast("int")).alias("same"),
         )
         .join(F.broadcast(bounds), ["topic", "partition"])
-        .join(newest, ["topic", "partition", "key"], "left")
     )
+    if compacted:  # else no newest copy to look up: a shuffle less
+        newest = (
+            current.where(F.col("topic").isin(compacted))
+            .groupBy("topic", "partition", "key")
+            .agg(F.max("offset").alias("newest_copy"))
+        )
+        per_record = per_record.join(newest, ["topic", "partition", "key"], "left")
+    else:
+        per_record = per_record.withColumn("newest_copy", F.lit(None).cast("bigint"))
     removed_on_target = (F.col("offset") < F.col("verify_from")) | (
         F.coalesce(F.col("newest_copy"), F.lit(-1)) > F.col("offset")
     )
     kind = (
-        F.when((F.col("copies") == 0) & removed_on_target, KINDS[3])
+        F.when(F.col("cycle"), CYCLE)
+        .when((F.col("copies") == 0) & removed_on_target, KINDS[3])
         .when(F.col("copies") == 0, KINDS[0])
         .when(F.col("copies") > F.col("same"), KINDS[1])
         .when(F.col("same") > 1, KINDS[2])
+        .otherwise(PRESENT)
     )
+    found = F.col("kind").isin(*KINDS)
+    new = any(w.end > w.audit_from for w in inputs.windows)
     rows = (
         per_record.select(*KEYS, kind.alias("kind"), (F.col("same") - 1).alias("extra"))
-        .where(F.col("kind").isNotNull())
         .groupBy("topic", "partition", "kind")
         .agg(
             F.count("*").alias("n"),
-            F.sum("extra").alias("extra"),
-            F.slice(F.sort_array(F.collect_list("offset")), 1, EXAMPLES).alias("examples"),
+            F.sum(F.when(found, F.col("extra"))).alias("extra"),
+            F.slice(
+                F.sort_array(F.collect_list(F.when(found, F.col("offset")))), 1, EXAMPLES
+            ).alias("examples"),
         )
         .collect()
-        if any(records for records, _ in counts.values())  # else no job: nothing to compare
+        if new  # else no job: nothing to compare
         else []
     )
+    records: dict[tuple[str, int], int] = {}
+    cycles: dict[tuple[str, int], int] = {}
     for row in rows:
-        found = finding(row["topic"], row["partition"])
+        key, n = (row["topic"], row["partition"]), int(row["n"])
+        if row["kind"] == CYCLE:
+            cycles[key] = n
+            finding(*key).skipped_cycles = n
+            continue
+        records[key] = records.get(key, 0) + n
+        found_here = finding(*key) if row["kind"] != PRESENT else None
         examples = list(row["examples"])
+        if found_here is None:
+            continue
         if row["kind"] == "missing":
-            found.missing, found.missing_offsets = int(row["n"]), examples
+            found_here.missing, found_here.missing_offsets = n, examples
         elif row["kind"] == "altered":
-            found.altered, found.altered_offsets = int(row["n"]), examples
+            found_here.altered, found_here.altered_offsets = n, examples
         elif row["kind"] == "duplicates":
-            found.duplicates, found.duplicated_offsets = int(row["extra"]), examples
+            found_here.duplicates, found_here.duplicated_offsets = int(row["extra"]), examples
         else:
-            found.expired_on_target = int(row["n"])
-    for (topic, partition), (_, cycles) in counts.items():
-        if cycles:
-            finding(topic, partition).skipped_cycles = cycles
+            found_here.expired_on_target = n
     # Copies of records that left the source since the last verified one (all, on a full run).
-    expired = (
-        current.join(F.broadcast(bounds), ["topic", "partition"])
-        .where((F.col("offset") < F.col("start")) & (F.col("offset") >= F.col("resume")))
-        .groupBy("topic", "partition")
-        .count()
-    )
-    for row in expired.collect():
-        finding(row["topic"], row["partition"]).expired_on_source = int(row["count"])
+    for (topic, partition), n in summary.expired_on_source.items():
+        finding(topic, partition).expired_on_source = n
     for w in inputs.windows:
         if w.loss is not None and w.loss.records:
-            found = finding(w.topic, w.partition)
-            found.lost_to_retention, found.lost_offsets = w.loss.records, [w.loss.first, w.loss.end]
-    return findings
+            lost = finding(w.topic, w.partition)
+            lost.lost_to_retention, lost.lost_offsets = w.loss.records, [w.loss.first, w.loss.end]
+    counts = {key: (records.get(key, 0), cycles.get(key, 0)) for key in records.keys() | cycles}
+    return findings, counts
 
 
 def judged_in_full(
@@ -218,7 +279,8 @@ def _verified(
     bad_syncs: list[BadOffsetSync],
     source: DataFrame,
     current: DataFrame,
-    counts: dict[tuple[str, int], tuple[int, int]],
+    counts: Counts,
+    first_after: dict[tuple[str, int], int],
 ) -> list[VerifiedPartition]:
     """Each partition's new watermark: how far it was verified, where the copies of the records
     after that begin on the target, how many records are verified below it, and how far its
@@ -231,14 +293,20 @@ def _verified(
         )
         for w in windows
     }
+    # A watermark that went where nothing failed has its first copy after it from the target's
+    # summary; only one that stopped at a failure (or a wrong sync) takes Spark jobs: the
+    # records below it (where it stopped inside the window read) and the first copy after it.
+    stopped = [
+        (w.topic, w.partition)
+        for w in windows
+        if to[(w.topic, w.partition)] != max(w.resume, w.end)
+    ]
     marks = F.broadcast(
         spark.createDataFrame(
-            [(*key, offset) for key, offset in to.items()],
+            [(*key, to[key]) for key in stopped],
             "topic string, partition int, verified_to bigint",
         )
     )
-    # The window was read from audit_from to end: a watermark at either end counts none or all
-    # of it; only one that stopped inside (a failed record) needs the records counted.
     counted = {}
     inside = []
     for w in windows:
@@ -261,17 +329,19 @@ def _verified(
             for row in below
             if (row["topic"], row["partition"]) in inside
         }
-    after = (
-        current.join(marks, ["topic", "partition"])
-        .where(
-            (F.col("offset") >= F.col("verified_to"))
-            & (F.col("target_partition") == F.col("partition"))
+    first_copy = {key: offset for key, offset in first_after.items() if key not in stopped}
+    if stopped:
+        after = (
+            current.join(marks, ["topic", "partition"])
+            .where(
+                (F.col("offset") >= F.col("verified_to"))
+                & (F.col("target_partition") == F.col("partition"))
+            )
+            .groupBy("topic", "partition")
+            .agg(F.min("target_offset").alias("first"))
+            .collect()
         )
-        .groupBy("topic", "partition")
-        .agg(F.min("target_offset").alias("first"))
-        .collect()
-    )
-    first_copy = {(row["topic"], row["partition"]): int(row["first"]) for row in after}
+        first_copy |= {(row["topic"], row["partition"]): int(row["first"]) for row in after}
     return [
         VerifiedPartition(
             topic=w.topic,
@@ -297,7 +367,7 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
     if not inputs.windows:  # no topic selected (yet): nothing on the target to answer for
         log.info("no selected topics: nothing to audit")
         return AuditReport(mirror=inputs.mirror, time=datetime.now(UTC), seconds=0, result="Passed")
-    checkpoints = newest_checkpoints(spark, inputs)
+    checkpoints = newest_checkpoints(inputs)
     inputs = replace(inputs, windows=judged_in_full(inputs.windows, checkpoints.values()))
     windows = [w for w in inputs.windows if w.end > w.audit_from]
     resumed = sum(1 for w in inputs.windows if w.previous)
@@ -307,33 +377,32 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
         len({w.topic for w in windows}),
         resumed,
     )
+    syncs = offset_syncs_to_check(inputs)
+    # Read once, used by every job below; the source only by the comparison (and, when a
+    # watermark stopped inside the window, the count below it).
     target = target_records(spark, inputs).cache()
     source = (
-        source_records(spark, inputs).cache()
+        source_records(spark, inputs)
         if windows
         else spark.createDataFrame(
             [], "topic string, partition int, offset bigint, key binary, hash bigint, cycle boolean"
         )
     )
-    counts = source_counts(source)
+    summary = summarize_target(spark, inputs, target, sync_keys(inputs, syncs))
+    findings, counts = _findings(spark, inputs, source, target, summary)
     in_window = sum(records for records, _ in counts.values())
-    findings = _findings(spark, inputs, source, target, counts)
     listed = sorted(findings.values(), key=lambda f: (f.topic, f.partition))
 
     def total(field: str) -> int:
         return sum(getattr(f, field) for f in listed)
 
     current = target.where("current")
-    copies = (
-        current.groupBy(*KEYS)
-        .agg(F.count("*").alias("copies"), F.max("target_offset").alias("last_target_offset"))
-        .cache()
+    bad_syncs, syncs_checked, syncs_unverifiable = judge_offset_syncs(inputs, syncs, summary.synced)
+    unsafe, reread, checkpoints_checked = check_checkpoints(spark, inputs, checkpoints, current)
+    verified = _verified(
+        spark, inputs, findings, bad_syncs, source, current, counts, summary.first_after
     )
-    bad_syncs, syncs_checked, syncs_unverifiable = check_offset_syncs(spark, inputs, target)
-    unsafe, reread, checkpoints_checked = check_checkpoints(
-        spark, inputs, checkpoints, current, copies
-    )
-    verified = _verified(spark, inputs, findings, bad_syncs, source, current, counts)
+    target.unpersist()
     failed = total("missing") or total("altered") or total("lost_to_retention")
     return AuditReport(
         mirror=inputs.mirror,

@@ -107,6 +107,8 @@ def audit_inputs(
         target_alias=config.target.alias,
         source_options=kafka_options(config.source, os.environ),
         target_options=kafka_options(config.target, os.environ),
+        source_client=config.source.client_config(),
+        target_client=config.target.client_config(),
         windows=windows,
         offset_syncs_on_source=on_source,
         source_ids=source_ids,

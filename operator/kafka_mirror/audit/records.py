@@ -62,8 +62,10 @@ class AuditInputs:
     mirror: str
     source_alias: str
     target_alias: str
-    source_options: dict[str, str]
+    source_options: dict[str, str]  # Spark's Kafka source (the records compared)
     target_options: dict[str, str]
+    source_client: dict[str, str]  # confluent-kafka (the small internal topics)
+    target_client: dict[str, str]
     windows: list[PartitionWindow]
     offset_syncs_on_source: bool
     source_ids: dict[str, bytes | None] | None = None  # topic → its ID (its incarnation)

@@ -5,53 +5,23 @@ there reads again)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from collections.abc import Callable
-from typing import TypeVar
 
+from confluent_kafka import OFFSET_BEGINNING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kafka_mirror.audit.records import AuditInputs, read_kafka
+from kafka_mirror.audit.records import AuditInputs
 from kafka_mirror.audit.report import BadOffsetSync, UnsafeCheckpoint
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, checkpoints_topic, offset_syncs_topic
+from kafka_mirror.kafka.tail import read_to_end
 
 log = logging.getLogger("kafka_mirror.audit")
-Decoded = TypeVar("Decoded", OffsetSync, Checkpoint)
-EARLIEST = -2  # Spark's per-partition startingOffsets for a partition's log start
-
-
-def _internal(
-    spark: SparkSession,
-    options: dict[str, str],
-    topic: str,
-    decode: Callable[..., Decoded],
-    starts: dict[int, int] | None = None,
-) -> list[Decoded]:
-    """A (small, compacted) internal topic, decoded with our MirrorMaker 2 formats: all of it,
-    or its partitions from `starts` on."""
-    where = (
-        {"assign": json.dumps({topic: sorted(starts)}), "startingOffsets": _offsets(topic, starts)}
-        if starts is not None
-        else {"subscribe": topic, "startingOffsets": "earliest"}
-    )
-    try:
-        rows = (
-            read_kafka(spark, options, endingOffsets="latest", **where)
-            .select("key", "value")
-            .collect()
-        )
-    except Exception as error:  # the topic does not exist yet (nothing synced)
-        if "UnknownTopicOrPartition" in str(error) or "does not exist" in str(error):
-            return []
-        raise
-    return [decode(bytes(row["key"]), bytes(row["value"])) for row in rows if row["value"]]
-
-
-def _offsets(topic: str, offsets: dict[int, int]) -> str:
-    return json.dumps({topic: {str(p): offset for p, offset in offsets.items()}})
+KEYS = ["topic", "partition", "offset"]
+EARLIEST = OFFSET_BEGINNING  # a partition read from its log start
+# The internal topics (offset syncs, checkpoints: a few thousand records) are read in the driver
+# with confluent-kafka: a Spark job for each costs more than reading them.
 
 
 def offset_syncs_start(inputs: AuditInputs) -> dict[int, int]:
@@ -71,13 +41,12 @@ def percentile(values: list[int], share: float) -> int:
     return ordered[max(math.ceil(share * len(ordered)) - 1, 0)] if ordered else 0
 
 
-def check_offset_syncs(
-    spark: SparkSession, inputs: AuditInputs, target: DataFrame
-) -> tuple[list[BadOffsetSync], int, int]:
-    """(wrong syncs, syncs checked, syncs unverifiable): a sync is checked where its target
-    record is still there; one whose record retention or compaction removed cannot be."""
-    options = inputs.source_options if inputs.offset_syncs_on_source else inputs.target_options
-    remote_of = {(w.topic, w.partition): w.remote for w in inputs.windows}
+SyncKey = tuple[str, int, int]  # remote topic, partition, target offset
+
+
+def offset_syncs_to_check(inputs: AuditInputs) -> list[OffsetSync]:
+    """The offset syncs this run judges: new since the watermarks' positions in their topic,
+    naming a copy in the range of the remote partition this run reads."""
     topic = offset_syncs_topic(
         inputs.source_alias,
         inputs.target_alias,
@@ -92,32 +61,38 @@ def check_offset_syncs(
     # by an earlier run.
     starts = offset_syncs_start(inputs)
     news = any(max(start, 0) < inputs.offset_syncs_end[p] for p, start in starts.items())
+    settings = inputs.source_client if inputs.offset_syncs_on_source else inputs.target_client
     syncs = [
         s
-        for s in (_internal(spark, options, topic, OffsetSync.decode, starts) if news else [])
+        for s in (
+            [OffsetSync.decode(k, v) for k, v in read_to_end(settings, topic, starts)]
+            if news
+            else []
+        )
         if s.downstream_offset in target_range.get((s.topic, s.partition), range(0))
     ]
     log.info("offset syncs: %d to check", len(syncs))
-    if not syncs:
-        return [], 0, 0
-    claimed = spark.createDataFrame(
-        [
-            (remote_of[(s.topic, s.partition)], s.partition, s.downstream_offset, s.upstream_offset)
-            for s in syncs
-        ],
-        "remote string, target_partition int, target_offset bigint, upstream bigint",
+    return syncs
+
+
+def sync_keys(inputs: AuditInputs, syncs: list[OffsetSync]) -> list[SyncKey]:
+    """The copies the syncs name, where they are on the target."""
+    remote_of = {(w.topic, w.partition): w.remote for w in inputs.windows}
+    return sorted(
+        {(remote_of[(s.topic, s.partition)], s.partition, s.downstream_offset) for s in syncs}
     )
-    found = {
-        (row["remote"], row["target_partition"], row["target_offset"]): row["offset"]
-        for row in claimed.join(
-            target.select("remote", "target_partition", "target_offset", "offset"),
-            ["remote", "target_partition", "target_offset"],
-        ).collect()
-    }
+
+
+def judge_offset_syncs(
+    inputs: AuditInputs, syncs: list[OffsetSync], found: dict[SyncKey, int]
+) -> tuple[list[BadOffsetSync], int, int]:
+    """(wrong syncs, syncs checked, syncs unverifiable), given the source offset each named
+    copy still on the target came from (`found`): a sync whose copy retention or compaction
+    removed cannot be checked."""
+    remote_of = {(w.topic, w.partition): w.remote for w in inputs.windows}
     bad, unverifiable = [], 0
     for s in syncs:
-        remote = remote_of[(s.topic, s.partition)]
-        at = found.get((remote, s.partition, s.downstream_offset))
+        at = found.get((remote_of[(s.topic, s.partition)], s.partition, s.downstream_offset))
         if at is None:
             unverifiable += 1  # removed from the target since (retention, compaction)
         elif at != s.upstream_offset:
@@ -133,14 +108,13 @@ def check_offset_syncs(
     return bad, len(syncs) - unverifiable, unverifiable
 
 
-def newest_checkpoints(
-    spark: SparkSession, inputs: AuditInputs
-) -> dict[tuple[str, str, int], Checkpoint]:
+def newest_checkpoints(inputs: AuditInputs) -> dict[tuple[str, str, int], Checkpoint]:
     """The newest checkpoint of every group and audited remote partition."""
     remotes = {(w.remote, w.partition) for w in inputs.windows}
     newest: dict[tuple[str, str, int], Checkpoint] = {}
-    for checkpoint in _internal(
-        spark, inputs.target_options, checkpoints_topic(inputs.source_alias), Checkpoint.decode
+    topic = checkpoints_topic(inputs.source_alias)
+    for checkpoint in (
+        Checkpoint.decode(k, v) for k, v in read_to_end(inputs.target_client, topic)
     ):
         if (checkpoint.topic, checkpoint.partition) in remotes:
             newest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
@@ -152,12 +126,16 @@ def check_checkpoints(
     inputs: AuditInputs,
     newest: dict[tuple[str, str, int], Checkpoint],
     target: DataFrame,
-    copies: DataFrame,
 ) -> tuple[list[UnsafeCheckpoint], list[int], int]:
+    """(unsafe checkpoints, the distance each would read again, checkpoints checked), of the
+    copies of the current incarnation in `target`."""
     source_of = {(w.remote, w.partition): w.topic for w in inputs.windows}
     log.info("checkpoints: %d to check (the newest per group and partition)", len(newest))
     if not newest:
         return [], [], 0
+    copies = target.groupBy(*KEYS).agg(
+        F.count("*").alias("copies"), F.max("target_offset").alias("last_target_offset")
+    )
     points = spark.createDataFrame(
         [
             (

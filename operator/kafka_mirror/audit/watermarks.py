@@ -11,23 +11,16 @@ over (a new request starts every partition over).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.audit.report import PartitionFinding
 from kafka_mirror.kafka.observe import ClusterUnavailable
+from kafka_mirror.kafka.tail import read_to_end
 from kafka_mirror.worker.remote_topics import ensure_internal_topic
 
 READ_TIMEOUT = 30.0
@@ -118,44 +111,11 @@ def verified_to(resume: int, end: int, finding: PartitionFinding | None, bad_syn
 def read_watermarks(settings: dict[str, str], source_alias: str, mirror: str) -> list[Watermark]:
     """The newest watermark of every partition of `mirror` (none before the first run)."""
     topic = watermarks_topic(source_alias)
-    consumer = Consumer(
-        {
-            **settings,
-            "group.id": "kafka-mirror-audit",  # assign-only: never joined nor committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    try:
-        return _newest(consumer, topic, mirror)
-    except KafkaException as error:
-        raise ClusterUnavailable("KafkaError", f"cannot read {topic}: {error.args[0]}") from error
-    finally:
-        consumer.close()
-
-
-def _newest(consumer: Consumer, topic: str, mirror: str) -> list[Watermark]:
-    metadata = consumer.list_topics(topic, timeout=READ_TIMEOUT).topics.get(topic)
-    if metadata is None or metadata.error is not None:  # no audit ran yet
-        return []
-    partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.partitions]
-    ends = {p.partition: consumer.get_watermark_offsets(p, READ_TIMEOUT)[1] for p in partitions}
-    consumer.assign(partitions)
     newest: dict[tuple[str, int], Watermark] = {}
-    pending = {p for p, end in ends.items() if end > 0}
-    deadline = time.monotonic() + READ_TIMEOUT
-    while pending and time.monotonic() < deadline:
-        for message in consumer.consume(500, 0.5):
-            error, key, value = message.error(), message.key(), message.value()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                pending.discard(message.partition() or 0)
-            elif error is None and key is not None and value:  # not a deletion marker
-                owner, watermark = Watermark.decode(key, value)
-                if owner == mirror:
-                    newest[(watermark.topic, watermark.partition)] = watermark
-    if pending:
-        raise ClusterUnavailable("KafkaError", f"{topic} not read to its end in time")
+    for key, value in read_to_end(settings, topic, timeout=READ_TIMEOUT):
+        owner, watermark = Watermark.decode(key, value)
+        if owner == mirror:
+            newest[(watermark.topic, watermark.partition)] = watermark
     return list(newest.values())
 
 

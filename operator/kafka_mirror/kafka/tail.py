@@ -1,10 +1,13 @@
-"""Reading a 1-partition internal topic (offset syncs, checkpoints) incrementally."""
+"""Reading small internal topics (offset syncs, checkpoints, the audit's watermarks): one
+incrementally, or once to its end."""
 
 from __future__ import annotations
 
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from kafka_mirror.kafka.observe import ClusterUnavailable
 
 
 class TopicTail:
@@ -42,3 +45,53 @@ class TopicTail:
             if self.caught_up:
                 break
         return records
+
+
+def read_to_end(
+    settings: dict[str, str],
+    topic: str,
+    starts: dict[int, int] | None = None,
+    timeout: float = 30.0,
+) -> list[tuple[bytes, bytes]]:
+    """Every record (key, value; no deletion marker) of a small internal topic, each partition
+    from `starts` (from its beginning: all of them, or where `starts` says OFFSET_BEGINNING) to
+    its end when called, in order per partition; none for a topic that does not exist yet.
+    Raises ClusterUnavailable when it cannot read it to its end within `timeout`."""
+    consumer = Consumer(
+        {
+            **settings,
+            "group.id": "kafka-mirror-audit",  # assign-only: never joined nor committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return []
+        wanted = (
+            starts if starts is not None else dict.fromkeys(metadata.partitions, OFFSET_BEGINNING)
+        )
+        partitions = [TopicPartition(topic, p, o) for p, o in wanted.items()]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout)[1] for tp in partitions}
+        pending = {p for p, end in ends.items() if end > max(wanted[p], 0)}
+        if not pending:
+            return []
+        consumer.assign([tp for tp in partitions if tp.partition in pending])
+        records: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                error, key, value = message.error(), message.key(), message.value()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(message.partition() or 0)
+                elif error is None and key is not None and value:  # (others are retried)
+                    records.append((key, value))
+        if pending:
+            raise ClusterUnavailable("KafkaError", f"{topic} not read to its end in time")
+        return records
+    except KafkaException as error:
+        raise ClusterUnavailable("KafkaError", f"cannot read {topic}: {error.args[0]}") from error
+    finally:
+        consumer.close()
