@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import (
-    Consumer,
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
     KafkaException,
@@ -21,7 +20,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.kafka.tail import TopicTail
+from kafka_mirror.kafka.tail import TopicTail, reading_consumer
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +91,7 @@ def newest_checkpoints(
 ) -> dict[tuple[str, str, int], Checkpoint]:
     """The newest checkpoint of each (group, downstream topic, partition), read from the
     beginning to the end of the checkpoints topic (a partition it does not have is empty)."""
-    consumer = Consumer(
-        {
-            **settings,
-            "group.id": "kafka-mirror-operator-checkpoints",  # never joined nor committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = reading_consumer(settings, "kafka-mirror-operator-checkpoints")
     try:
         listed = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if listed is None or listed.error is not None:

@@ -4,6 +4,7 @@ incrementally, or once to its end."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -47,6 +48,20 @@ class TopicTail:
         return records
 
 
+def reading_consumer(settings: dict[str, Any], group: str) -> Consumer:
+    """A consumer that reads a topic by assignment to its end: `group` is never joined nor
+    committed to, and the end-of-partition event says when everything written was read."""
+    return Consumer(
+        {
+            **settings,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+
+
 def read_to_end(
     settings: dict[str, str],
     topic: str,
@@ -57,15 +72,7 @@ def read_to_end(
     from `starts` (from its beginning: all of them, or where `starts` says OFFSET_BEGINNING) to
     its end when called, in order per partition; none for a topic that does not exist yet.
     Raises ClusterUnavailable when it cannot read it to its end within `timeout`."""
-    consumer = Consumer(
-        {
-            **settings,
-            "group.id": "kafka-mirror-audit",  # assign-only: never joined nor committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = reading_consumer(settings, "kafka-mirror-audit")
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if metadata is None or metadata.error is not None:
