@@ -58,6 +58,9 @@ def reading_consumer(settings: dict[str, Any], group: str) -> Consumer:
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            # The end of a partition shows when a fetch comes back empty, which the broker
+            # otherwise holds for 500 ms waiting for new records.
+            "fetch.wait.max.ms": 10,
         }
     )
 
@@ -89,7 +92,8 @@ def read_to_end(
         records: list[tuple[bytes, bytes]] = []
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.5):
+            # consume() waits its whole timeout unless it fills the batch: keep it short.
+            for message in consumer.consume(1000, 0.05):
                 error, key, value = message.error(), message.key(), message.value()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
                     pending.discard(message.partition() or 0)
