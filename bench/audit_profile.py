@@ -29,6 +29,7 @@ import kafka_mirror.audit.checks as checks
 import kafka_mirror.audit.main as main_module
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.spark import session
+from kafka_mirror_dev.builds import export_spark_jars
 
 PHASES = {
     checks: (
@@ -74,6 +75,7 @@ def main() -> None:
     with two_clusters() as (workdir, a, b):
         topic, raw = mirrored_preload(a, b, workdir, "bench/audit-profile", args)
         config = WorkerConfig.model_validate(raw)
+        export_spark_jars()
         spark = session(args.master, {})
         count_phases(spark, profile)
         try:

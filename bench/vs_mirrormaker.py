@@ -63,8 +63,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from vs_mm2_report import MM2, OURS, plot, summarize, table
 
-from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import LocalKafka, java_command
+from kafka_mirror_dev.builds import kafka_libs
+from kafka_mirror_dev.kafka import LocalKafka, java_command
 
 TOPICS, PARTITIONS = 8, 8
 LATENCY_WARMUP_SECONDS = 10
