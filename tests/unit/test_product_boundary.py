@@ -7,9 +7,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import pytest
 from setuptools import find_packages
 
+from kafka_mirror.audit.spark import JARS_ENV, kafka_source_jars
 from kafka_mirror_dev.builds import REPO_ROOT
 
 # Run in a fresh interpreter where `kafka_mirror_dev` cannot be imported, as in the image.
@@ -66,3 +69,15 @@ def test_the_command_line_works_without_it_and_names_the_fix_for_dev() -> None:
             f"kafka-mirror {command[0]}: development tooling, not part of the product: run it "
             "from a checkout after `make build` (or `pip install -e dev/python`)"
         ]
+
+
+def test_the_audit_takes_its_jars_only_from_the_variable_and_names_it_when_unset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(JARS_ENV, raising=False)
+    with pytest.raises(RuntimeError, match=JARS_ENV):
+        kafka_source_jars()
+    jar = tmp_path / "spark-sql-kafka-0-10_2.13-4.0.0.jar"
+    jar.touch()
+    monkeypatch.setenv(JARS_ENV, str(tmp_path))
+    assert kafka_source_jars() == [jar]
