@@ -5,7 +5,7 @@
 #
 # The base images are build arguments, so a machine that reaches no image registry builds from
 # local ones (the dev stack makes them from Debian's packages and builds this file on them with
-# buildah: operator/kafka_mirror/devstack/images.py, docs/dev-stack.md):
+# buildah: dev/python/kafka_mirror_dev/images.py, docs/dev-stack.md):
 #   PYTHON_IMAGE  the runtime's base: a Debian bookworm with Python 3.11 whose `pip` is on PATH
 #   MAVEN_IMAGE   the Maven and JDK 17 that resolve Spark's Kafka source
 #   SPARK_JARS    an image holding those jars in /jars instead (the Maven stage then is skipped)
@@ -14,7 +14,7 @@ ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
 ARG SPARK_JARS=spark-jars-maven
 
 # Stage 1: Spark's Kafka source and the jars it needs beyond PySpark's own, resolved from the
-# same pom and Maven settings as the dev stack (kafka_mirror.devstack.builds.maven_libs), so the
+# same pom and Maven settings as the dev stack (kafka_mirror_dev.builds.maven_libs), so the
 # image audits with the jars the tests use.
 FROM ${MAVEN_IMAGE} AS spark-jars-maven
 WORKDIR /build
@@ -69,7 +69,8 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17 \
 
 COPY --from=spark-jars /jars/ /opt/kafka-mirror/spark-jars/
 
-# What the build needs: pyproject.toml, its readme, and the package under operator/.
+# What the build needs: pyproject.toml, its readme, and the package under operator/ (the product
+# only: the development tooling in dev/python is neither copied nor in the build context).
 COPY pyproject.toml README.md /tmp/build/
 COPY operator/ /tmp/build/operator/
 RUN pip install --no-cache-dir /tmp/build \

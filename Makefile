@@ -1,5 +1,6 @@
 # The two commands a newcomer needs: `make demo` (the main job) and `make test` (all tests).
-# Everything they need is installed by this file and by `kafka-mirror dev` into the user cache.
+# Everything they need is installed by this file (the product and its development tooling,
+# dev/python) and by `kafka-mirror dev` into the user cache.
 
 PYTHON ?= python3
 VENV := .venv
@@ -8,11 +9,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test unit lint bench crds dev-up dev-down build clean kind-e2e
 
-$(STAMP): pyproject.toml
+# The product and, next to it, the development tooling it does not ship (dev/python).
+$(STAMP): pyproject.toml dev/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e dev/python
 	touch $(STAMP)
 
 ## The main job on the real node (root, Linux; elsewhere it says what it needs): the example
@@ -28,8 +30,8 @@ unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests bench
-	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/ruff check operator dev/python tests bench
+	$(BIN)/ruff format --check operator dev/python tests bench
 	$(BIN)/mypy
 
 ## Install Kafka, Spark's Kafka jars, etcd, kube-apiserver, kubectl, Helm and actionlint into the

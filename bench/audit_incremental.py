@@ -36,6 +36,7 @@ from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.spark import session
+from kafka_mirror_dev.builds import export_spark_jars
 
 VERDICT = ("result", "missing", "altered", "duplicates", "lost_to_retention", "unsafe_checkpoints")
 
@@ -81,6 +82,7 @@ def main() -> None:
     with two_clusters() as (workdir, a, b):
         topic, raw = mirrored_preload(a, b, workdir, "bench/audit-incremental", args)
         config = WorkerConfig.model_validate(raw)
+        export_spark_jars()
         spark = session(args.master, {})
         try:
             first = timed("first audit", lambda: audit(config, spark))

@@ -34,6 +34,7 @@ import kafka_mirror.audit.checks as checks
 import kafka_mirror.audit.main as main_module
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.spark import session
+from kafka_mirror_dev.builds import export_spark_jars
 
 PHASES = {
     checks: (
@@ -81,6 +82,7 @@ def main() -> None:
     with two_clusters() as (workdir, a, b):
         topic, raw = mirrored_preload(a, b, workdir, "bench/audit-profile", args)
         config = WorkerConfig.model_validate(raw)
+        export_spark_jars()
         started = time.monotonic()
         spark = session(args.master, {})
         spark.range(1).collect()  # the JVM, the jars and a first job: a floor under every run

@@ -34,6 +34,7 @@ from kafka_mirror.audit.checks import run_checks
 from kafka_mirror.audit.main import audit_inputs
 from kafka_mirror.audit.records import source_records, target_records
 from kafka_mirror.audit.spark import session
+from kafka_mirror_dev.builds import export_spark_jars
 
 
 def main() -> None:
@@ -45,6 +46,7 @@ def main() -> None:
         config = WorkerConfig.model_validate(raw)
 
         inputs = audit_inputs(config)
+        export_spark_jars()
         spark = session(args.master, {})
         try:
             print("Spark reading the same records, counting only…", flush=True)

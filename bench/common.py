@@ -25,10 +25,10 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import LocalKafka, java_command
-from kafka_mirror.devstack.processes import free_port
 from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror_dev.builds import kafka_libs
+from kafka_mirror_dev.kafka import LocalKafka, java_command
+from kafka_mirror_dev.processes import free_port
 
 RESULTS = Path(__file__).parent / "results"
 

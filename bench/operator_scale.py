@@ -39,10 +39,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconcile_latency import figures, mirror, operator_counts
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.operator import OperatorProcess
 
 MEMORY_GOAL, AGE_GOAL = 512 * 2**20, 30.0
 TOPICS, PARTITIONS, RECORDS = 10, 3, 30  # records per topic per batch

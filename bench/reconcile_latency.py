@@ -38,11 +38,11 @@ from kubernetes import client, watch
 from matplotlib import pyplot
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply, install_crds
 from kafka_mirror.render import worker_name
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.operator import OperatorProcess
 
 GOAL_SECONDS = 2.0
 TOPICS, PARTITIONS, RECORDS = 4, 3, 100  # on A, matched by every selection: real lag to read

@@ -10,8 +10,10 @@ members of a group starting together form one generation), then, per record size
 1. Ceiling: what the brokers themselves sustain here, with Kafka's own perf tools, each run
    once to warm its JVM and then measured: ConsumerPerformance reading the data set from A, and
    ProducerPerformance writing as many records of the size to B (64 partitions, the mirror's
-   producer settings: idempotent, acks=all, 1 MB batches, 5 ms linger). A mirror can go no
-   faster than the lower of the two; its share of that is reported.
+   producer settings: idempotent, acks=all, 1 MB batches, 5 ms linger), as 1, 2 and 3 producer
+   processes side by side (the `--candidates`), the best kept: one Java producer's sender
+   thread is slower than B, as three mirroring processes showed. A mirror can go no faster than
+   the lower of the two; its share of that is reported. `--ceiling-only` measures just this.
 2. Best parallelism: one drain per candidate (`--candidates`: our worker's processes in one pod,
    MirrorMaker 2's tasks.max), each mirror's fastest kept for (3).
 3. Drains, in two modes, `--rounds` each, alternating ours / MirrorMaker 2 and swapping who goes
@@ -61,8 +63,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from vs_mm2_report import MM2, OURS, plot, summarize, table
 
-from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import LocalKafka, java_command
+from kafka_mirror_dev.builds import kafka_libs
+from kafka_mirror_dev.kafka import LocalKafka, java_command
 
 TOPICS, PARTITIONS = 8, 8
 LATENCY_WARMUP_SECONDS = 10
@@ -338,11 +340,13 @@ class Bench:
         for future in admin.delete_topics(topics).values():
             future.result()
 
-    def ceiling(self, size: int, records: int) -> dict[str, float]:
+    def ceiling(self, size: int, records: int, parallelism: list[int]) -> dict[str, float]:
         """Records/s the brokers sustain here: reading the data set from A, writing as many
-        records to B; each tool's second run (the first warms its JVM)."""
+        records to B with each count of producers side by side; each tool's second run (the
+        first warms its JVM)."""
         consume = [self.consumer_rate(size, records, run) for run in range(2)][-1]
-        produce = [self.producer_rate(size, records, run) for run in range(2)][-1]
+        self.producer_rate(size, records, 0, 1)  # warm-up
+        produce = max(self.producer_rate(size, records, n, n) for n in parallelism)
         return {"consume_a": round(consume), "produce_b": round(produce)}
 
     def consumer_rate(self, size: int, records: int, run: int) -> float:
@@ -362,10 +366,18 @@ class Bench:
         # fetch records/s.
         return float(output.strip().splitlines()[-1].split(",")[9])
 
-    def producer_rate(self, size: int, records: int, run: int) -> float:
+    def producer_rate(self, size: int, records: int, run: int, producers: int) -> float:
+        """Records/s of `producers` ProducerPerformance processes writing `records` together to
+        one topic: their rates summed (they start together and write equal shares)."""
         topic = f"ceiling-{size}-{run}"
         create_topic(self.b, topic, TOPICS * PARTITIONS)
-        process = subprocess.Popen(
+        processes = [self._producer(topic, records // producers, size) for _ in range(producers)]
+        rate = sum(perf_rate(process) for process in processes)
+        self.target_admin.delete_topics([topic])[topic].result()
+        return rate
+
+    def _producer(self, topic: str, records: int, size: int) -> subprocess.Popen[str]:
+        return subprocess.Popen(
             java_command(
                 kafka_libs(),
                 "org.apache.kafka.tools.ProducerPerformance",
@@ -383,9 +395,6 @@ class Bench:
             stderr=subprocess.PIPE,
             text=True,
         )
-        rate = perf_rate(process)
-        self.target_admin.delete_topics([topic])[topic].result()
-        return rate
 
 
 def main() -> None:
@@ -401,6 +410,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000, help="records/s in the latency phase")
     parser.add_argument("--latency-seconds", type=int, default=45)
     parser.add_argument("--output", type=Path, default=RESULTS / "vs_mirrormaker.json")
+    parser.add_argument(
+        "--ceiling-only", action="store_true", help="measure the brokers' ceiling, then stop"
+    )
     args = parser.parse_args()
     args.sizes = [1024, 100]
     args.records = {1024: 2_000_000, 100: 4_000_000}
@@ -420,8 +432,10 @@ def main() -> None:
                 )
                 for t in range(TOPICS):
                     preload(a, f"bench-{size}-{t}", total // TOPICS, size, PARTITIONS)
-                ceilings[size] = bench.ceiling(size, total)
+                ceilings[size] = bench.ceiling(size, total, args.candidates)
                 print(f"  the brokers' ceiling (records/s): {ceilings[size]}", flush=True)
+            if args.ceiling_only:
+                return
             drains: list[Drain] = []
             best: dict[tuple[str, int], Setting] = {}
             for size in args.sizes:

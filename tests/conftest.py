@@ -1,6 +1,6 @@
 """Session-scoped real parts (Kafka A and B, kube-apiserver, kubectl, Helm), started only when
 a test asks for them; a fresh namespace per test. Everything is built or fetched into the user
-cache by the repository's own code (`kafka_mirror.devstack`)."""
+cache by the repository's own code (`kafka_mirror_dev`)."""
 
 from __future__ import annotations
 
@@ -18,17 +18,26 @@ from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror.audit.spark import session
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.builds import HELM, KUBECTL
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import GATEWAY, KubeNode
-from kafka_mirror.devstack.operator import OperatorProcess
-from kafka_mirror.devstack.prerequisites import unavailable_reason
 from kafka_mirror.kube import api_client, install_crds
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.builds import HELM, KUBECTL, export_spark_jars
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import GATEWAY, KubeNode
+from kafka_mirror_dev.operator import OperatorProcess
+from kafka_mirror_dev.prerequisites import unavailable_reason
 from tests.helpers.faults import Outcome
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
 from tests.helpers.worker import StartWorker, WorkerProcess
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `spark` runs the audit as the image does, with $KAFKA_MIRROR_SPARK_JARS
+    naming Spark's Kafka jars: the dev package's Maven resolution, resolved once, before the
+    test's fixtures start a Spark session or an audit process (which inherits it)."""
+    if item.get_closest_marker("spark"):
+        export_spark_jars()
 
 
 def _cluster(

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from pathlib import Path
 
-from kafka_mirror.devstack.builds import REPO_ROOT, MissingPrerequisite
 from kafka_mirror.render import DEFAULT_IMAGE
 
 
@@ -16,57 +14,31 @@ def _crds(args: argparse.Namespace) -> None:
     from kafka_mirror.api.crdgen import write_crds
     from kafka_mirror.api.reference import api_reference
 
-    directories = [Path(d) for d in args.output] if args.output else DEFAULT_CRD_DIRS
-    for path in write_crds(directories):
+    if args.output:
+        for path in write_crds([Path(d) for d in args.output]):
+            print(f"wrote {path}")
+        return
+    repo = Path(args.repo)
+    if not (repo / "crds").is_dir():
+        sys.exit(f"{repo.resolve()} is not the repository's root: pass --repo or --output")
+    for path in write_crds([repo / directory for directory in CRD_DIRS]):
         print(f"wrote {path}")
-    if not args.output:
-        API_REFERENCE.write_text(api_reference())
-        print(f"wrote {API_REFERENCE}")
+    (repo / API_REFERENCE).write_text(api_reference())
+    print(f"wrote {repo / API_REFERENCE}")
 
 
-def _dev(args: argparse.Namespace) -> None:
-    from kafka_mirror.devstack import builds, stack
-
-    if args.action == "build":
-        builds.ensure_all()
-        from kafka_mirror.devstack import node, prerequisites
-
-        if reason := prerequisites.unavailable_reason():
-            print(f"the real node's images are not made here: {reason}", file=sys.stderr)
-        else:
-            node.prepare()
-        return
-    if args.action == "node":
-        from kafka_mirror.devstack import node
-
-        node.run_until_stopped(sys.stdout)
-        return
-    if args.action == "manifests":
-        import tempfile
-
-        from kafka_mirror.devstack import manifests
-
-        with tempfile.TemporaryDirectory() as home:
-            text = manifests.render_install_manifest(builds.HELM.ensure(), Path(home))
-        manifests.INSTALL_MANIFEST.write_text(text)
-        print(f"wrote {manifests.INSTALL_MANIFEST}")
-        return
-    if args.action == "down":
-        stack.down()
-        print("dev stack stopped")
-        return
-    info = stack.up() if args.action == "up" else stack.running()
-    if info is None:
-        sys.exit("the dev stack is not running: start it with `kafka-mirror dev up`")
-    for key, value in info.env().items():
-        print(f"export {key}={shlex.quote(value)}")
-
-
-def _demo(args: argparse.Namespace) -> None:
-    from kafka_mirror import demo
-
-    if not demo.run(sys.stdout):
-        sys.exit(1)
+def _development(args: argparse.Namespace) -> None:
+    """`dev …` and `demo`: development tooling, not shipped (dev/python, docs/dev-stack.md)."""
+    try:
+        from kafka_mirror_dev import commands
+    except ModuleNotFoundError as missing:
+        if missing.name != "kafka_mirror_dev":
+            raise
+        sys.exit(
+            f"kafka-mirror {args.command}: development tooling, not part of the product: run it "
+            "from a checkout after `make build` (or `pip install -e dev/python`)"
+        )
+    commands.run(args)
 
 
 def _operator(args: argparse.Namespace) -> None:
@@ -188,8 +160,11 @@ def parser() -> argparse.ArgumentParser:
     crds.add_argument(
         "--output",
         action="append",
-        help="directory to write the CRDs into (repeatable; default: crds/ and the Helm chart's "
-        "crds/, and then docs/api.md is rewritten too)",
+        help="directory to write the CRDs into (repeatable; default: the repository's crds/, "
+        "the Helm chart's and the kustomize base's, and then docs/api.md is rewritten too)",
+    )
+    crds.add_argument(
+        "--repo", default=".", help="the repository's root, without --output (default: here)"
     )
     crds.set_defaults(handler=_crds)
 
@@ -202,7 +177,7 @@ def parser() -> argparse.ArgumentParser:
         "from the Helm chart; node: run a real single-node cluster (root) in the foreground "
         "until Ctrl-C, and restore the host",
     )
-    dev.set_defaults(handler=_dev)
+    dev.set_defaults(handler=_development)
 
     operator = commands.add_parser("operator", help="run the operator (kopf)")
     scope = operator.add_mutually_exclusive_group(required=True)
@@ -338,21 +313,20 @@ def parser() -> argparse.ArgumentParser:
         operation.set_defaults(handler=_operation)
 
     demo = commands.add_parser("demo", help="the main job on the embedded dev stack")
-    demo.set_defaults(handler=_demo)
+    demo.set_defaults(handler=_development)
     return root
 
 
-DEFAULT_CRD_DIRS = [
-    REPO_ROOT / "crds",
-    REPO_ROOT / "charts" / "kafka-mirror-operator" / "crds",
-    REPO_ROOT / "deploy" / "base" / "crds",  # the kustomize base may only use files below it
+# The repository's generated files, relative to its root (`kafka-mirror crds --repo`); tests fail
+# when they drift from the models.
+CRD_DIRS = [
+    Path("crds"),
+    Path("charts/kafka-mirror-operator/crds"),
+    Path("deploy/base/crds"),  # the kustomize base may only use files below it
 ]
-API_REFERENCE = REPO_ROOT / "docs" / "api.md"
+API_REFERENCE = Path("docs/api.md")
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    try:
-        args.handler(args)
-    except MissingPrerequisite as missing:
-        sys.exit(f"kafka-mirror: missing prerequisite: {missing}")
+    args.handler(args)

@@ -19,10 +19,10 @@ from kafka_mirror.controller.status import (
     MirrorObservation,
     mirror_status,
 )
-from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import checkpoints_topic
 from kafka_mirror.kafka.observe import ClusterReader, PartitionProgress
 from kafka_mirror.topics import TopicPlan
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
 from tests.helpers.worker import WorkerProcess, wait_for, worker_config
 

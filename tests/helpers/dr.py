@@ -15,10 +15,10 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from kafka_mirror.render import label_selector
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.failover import newest_checkpoints
 from tests.helpers.kafka import Record, consume, create_topics, end_offsets, produce, unique
 from tests.helpers.objects import mirror, selection, status_of

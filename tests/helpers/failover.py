@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic, newest_provenance
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.worker import read_partition
 
 

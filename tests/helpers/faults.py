@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
-from kafka_mirror.devstack.kafka import LocalKafka
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import check_content
 from tests.helpers.kafka import admin_for, end_offsets, produce, records
 from tests.helpers.worker import WorkerProcess, group_offsets, wait_for, worker_group

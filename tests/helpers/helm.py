@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from kafka_mirror.devstack.builds import REPO_ROOT
+from kafka_mirror_dev.builds import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "kafka-mirror-operator"
 

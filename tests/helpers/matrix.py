@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.devstack.kafka import LocalKafka
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.traffic import TrafficGenerator, TrafficSpec
 from tests.helpers.worker import StartWorker, WorkerProcess, worker_config, worker_group

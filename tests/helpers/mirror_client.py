@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
-from kafka_mirror.devstack.builds import REPO_ROOT, kafka_libs, require
-from kafka_mirror.devstack.kafka import LocalKafka
+from kafka_mirror_dev.builds import REPO_ROOT, kafka_libs, require
+from kafka_mirror_dev.kafka import LocalKafka
 
 Offsets = dict[tuple[str, int], int]  # (remote topic, partition) → downstream offset
 

@@ -1,4 +1,4 @@
-"""What tests do with pods on the real node (devstack/node.py): list a mirror's worker pods,
+"""What tests do with pods on the real node (kafka_mirror_dev/node.py): list a mirror's worker pods,
 read a pod's log, run a CronJob's job now, and kill pods the way a cluster does (a container
 killed through the runtime, its process killed on the node, a pod deleted)."""
 
@@ -11,11 +11,11 @@ from typing import Any
 
 from kubernetes import client
 
-from kafka_mirror.devstack import pods
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import KubeNode
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.render import label_selector
+from kafka_mirror_dev import pods
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import KubeNode
+from kafka_mirror_dev.operator import OperatorProcess
 
 CONTAINER_ID_SCHEME = "containerd://"
 

@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
-from kafka_mirror.devstack.kafka import LocalKafka
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import end_offsets
 
 

@@ -31,8 +31,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from kafka_mirror.devstack.builds import REPO_ROOT
-from kafka_mirror.devstack.processes import ChildProcess
+from kafka_mirror_dev.builds import REPO_ROOT
+from kafka_mirror_dev.processes import ChildProcess
 from tests.helpers.kafka import Record, admin_for
 from tests.helpers.worker import wait_for
 

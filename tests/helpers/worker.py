@@ -19,8 +19,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.processes import ChildProcess, free_port
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.processes import ChildProcess, free_port
 from tests.helpers.kafka import Record, create_topics, end_offsets, unique
 
 StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture

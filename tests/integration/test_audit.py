@@ -21,8 +21,8 @@ from pyspark.sql import SparkSession
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import append_history, audit
 from kafka_mirror.audit.spark import session
-from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, checkpoints_topic, offset_syncs_topic
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.audit import commit, mirror_everything
 from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.worker import worker_config

@@ -19,8 +19,8 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.spark import SparkStandalone
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.spark import SparkStandalone
 from tests.helpers.audit import commit, delete_before, mirror_everything
 from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.worker import worker_config

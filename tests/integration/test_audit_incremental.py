@@ -18,7 +18,7 @@ from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.watermarks import read_watermarks
-from kafka_mirror.devstack.kafka import LocalKafka
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.audit import commit, mirror_everything, mirror_new_topic
 from tests.helpers.kafka import admin_for, create_topics, produce, records
 from tests.helpers.worker import wait_for

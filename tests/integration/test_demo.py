@@ -1,4 +1,4 @@
-"""The README's main job on the real node (devstack/node.py), against the session's node and
+"""The README's main job on the real node (kafka_mirror_dev/node.py), against the session's node and
 its Kafka clusters; and what `make demo` says where no node can run."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kafka_mirror import demo
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import KubeNode
+from kafka_mirror_dev import demo
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import KubeNode
 
 pytestmark = [pytest.mark.kube, pytest.mark.kafka, pytest.mark.spark, pytest.mark.node]
 

@@ -1,5 +1,5 @@
 """Promote and fail over as operations of the product, end to end: real Kafka A and B, the real
-operator (restarted midway), the worker pods on the real node (devstack/node.py), and a real
+operator (restarted midway), the worker pods on the real node (kafka_mirror_dev/node.py), and a real
 application's producer and consumer group. Every check reads the records' content straight from
 Kafka: each record is consumed at least once by the group, re-reads stay within the documented
 bound, and the RPO the operator reports equals the records the test counts missing on B."""
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kafka_mirror.devstack.node import KubeNode
+from kafka_mirror_dev.node import KubeNode
 from tests.helpers.dr import (
     FORMS,
     PARTITIONS,

@@ -1,6 +1,6 @@
 """The seed's disaster-recovery scenario end to end, as one test (IBM Event Streams' "Using
 mirroring in a disaster recovery example scenario"): real Kafka A and B, the real operator, the
-worker pods on the real node (devstack/node.py), a real producer and a real consumer group.
+worker pods on the real node (kafka_mirror_dev/node.py), a real producer and a real consumer group.
 
 A producer writes `t` on A, the group reads it on A and commits mid-stream; A is cut off while
 the mirror is behind; fail over (declaratively); the group reads `t.A` on B from its committed
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import KubeNode
 from tests.helpers.dr import (
     MAX_LAG,
     PARTITIONS,

@@ -22,10 +22,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import api_client, apply
 from kafka_mirror.render import DEFAULT_IMAGE
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.kubectl import kubectl as run_kubectl
 from tests.helpers.objects import condition, exists, get_custom, mirror, secret
 from tests.helpers.worker import wait_for

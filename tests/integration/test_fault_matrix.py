@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from pyspark.sql import SparkSession
 
-from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import LocalKafka, java_command
+from kafka_mirror_dev.builds import kafka_libs
+from kafka_mirror_dev.kafka import LocalKafka, java_command
 from tests.helpers.content import check_content
 from tests.helpers.faults import (
     Outcome,

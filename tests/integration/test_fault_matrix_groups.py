@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Consumer
 from pyspark.sql import SparkSession
 
-from kafka_mirror.devstack.builds import kafka_libs
-from kafka_mirror.devstack.kafka import LocalKafka, java_command
+from kafka_mirror_dev.builds import kafka_libs
+from kafka_mirror_dev.kafka import LocalKafka, java_command
 from tests.helpers.failover import newest_checkpoints, resumed, source_offsets
 from tests.helpers.faults import Outcome, verify
 from tests.helpers.kafka import end_offsets, unique

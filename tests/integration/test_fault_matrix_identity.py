@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror.devstack.kafka import LocalKafka
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import check_content
 from tests.helpers.derive import DerivingApp
 from tests.helpers.faults import Outcome

@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 )
 from pyspark.sql import SparkSession
 
-from kafka_mirror.devstack.kafka import LocalKafka
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.faults import (
     Outcome,
     committed_problems,

@@ -18,9 +18,9 @@ from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror import render
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import KubeNode
 from tests.helpers.faults import (
     Outcome,
     SteadyProducer,

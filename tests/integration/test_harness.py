@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import ContentReport, Place, check_content
 from tests.helpers.kafka import (
     Record,

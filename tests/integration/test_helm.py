@@ -11,9 +11,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.builds import prometheus_operator_crds
 from kafka_mirror.kube import api_client
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.builds import prometheus_operator_crds
 from tests.helpers.helm import CHART, run_helm
 from tests.helpers.kubectl import kubectl as run_kubectl
 from tests.helpers.metrics import exported_metric_names, metric_names_in

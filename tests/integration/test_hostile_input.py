@@ -27,10 +27,10 @@ from kafka_mirror.api.models import (
     MirrorTopicSelectionSpec,
 )
 from kafka_mirror.api.policy import AllowLists, not_allowed
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from kafka_mirror.render import DEFAULT_IMAGE
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.hostile import base_mirror, base_selection, mutated
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.objects import condition, exists, get_custom, mirror, selection

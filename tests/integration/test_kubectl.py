@@ -14,9 +14,9 @@ from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.controller.handlers import FINALIZER
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.builds import REPO_ROOT
 from kafka_mirror.kube import apply
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.builds import REPO_ROOT
 from tests.helpers.kubectl import kubectl as run_kubectl
 from tests.helpers.objects import mirror, selection
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.builds import REPO_ROOT
-from kafka_mirror.devstack.manifests import INSTALL_MANIFEST, render_install_manifest
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.builds import REPO_ROOT
+from kafka_mirror_dev.manifests import INSTALL_MANIFEST, render_install_manifest
 from tests.helpers.kubectl import kubectl as run_kubectl
 
 pytestmark = pytest.mark.kube

@@ -1,4 +1,4 @@
-"""The real node (devstack/node.py): our image runs under the securityContext the operator
+"""The real node (kafka_mirror_dev/node.py): our image runs under the securityContext the operator
 renders, and the parts the stand-in kubelet imitated — the Deployment, ReplicaSet, CronJob and
 Job controllers, the garbage collector, ServiceAccount tokens and in-cluster configuration, the
 pod network to Kafka — are the real ones."""
@@ -17,9 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
 from kafka_mirror.api.models import KafkaMirrorSpec
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import GATEWAY, KubeNode
 from kafka_mirror.render import IMAGE_USER, build_deployment, build_worker_config
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import GATEWAY, KubeNode
 
 pytestmark = [pytest.mark.kube, pytest.mark.node]
 

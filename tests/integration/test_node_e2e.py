@@ -1,4 +1,4 @@
-"""The end-to-end suite on the real node (devstack/node.py): the chart installed with the image
+"""The end-to-end suite on the real node (kafka_mirror_dev.node): the chart installed with the image
 built here, its operator a pod under its ServiceAccount and the chart's RBAC, the examples
 applied and mirroring A→B through worker pods the kubelet runs, then what only a cluster does —
 scaling, a Secret's rotation rolling the pods, the CronJob controller firing the audit, the
@@ -18,9 +18,6 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import client
 
 from kafka_mirror import smoke
-from kafka_mirror.demo import example_objects
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, LocalKafka
-from kafka_mirror.devstack.node import KubeNode
 from kafka_mirror.kube import apply
 from kafka_mirror.render import (
     CONFIG_CHECKSUM_ANNOTATION,
@@ -28,6 +25,9 @@ from kafka_mirror.render import (
     MIRROR_LABEL,
     label_selector,
 )
+from kafka_mirror_dev.demo import example_objects
+from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, LocalKafka
+from kafka_mirror_dev.node import KubeNode
 from tests.helpers.content import check_content
 from tests.helpers.helm import CHART, run_helm
 from tests.helpers.kubectl import Kubectl

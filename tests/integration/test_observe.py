@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, produce, records, unique
 
 pytestmark = [pytest.mark.kafka]

@@ -1,4 +1,4 @@
-"""The operator end to end on the real node (devstack/node.py): real Kafka A and B on the
+"""The operator end to end on the real node (kafka_mirror_dev/node.py): real Kafka A and B on the
 node's bridge address, the real operator process on the node's API server, and the worker and
 audit pods of the node's image that the kubelet runs from the objects it wrote."""
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER
 from kafka_mirror.kube import apply
+from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER
 from tests.helpers.kafka import consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodeStack

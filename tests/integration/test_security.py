@@ -2,7 +2,7 @@
 cluster B over mutual TLS, every credential from a Secret, against the real API server, the
 real operator and real Kafka. Credentials never show up outside their Secrets, a rotated
 password reaches the workers, and client settings that would override security are refused.
-The mirrors run on the real node (devstack/node.py): workers and audits are pods of the node's
+The mirrors run on the real node (kafka_mirror_dev.node): workers and audits are pods of the node's
 image, Kafka listens on the node's bridge address."""
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from kafka_mirror.api.models import GROUP, VERSION, KafkaCluster
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, LocalKafka
 from kafka_mirror.kube import apply
 from kafka_mirror.render import CONFIG_CHECKSUM_ANNOTATION
+from kafka_mirror_dev.kafka import SCRAM_MECHANISM, LocalKafka
 from tests.helpers.kafka import admin_for, consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodeStack

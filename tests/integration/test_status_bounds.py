@@ -14,10 +14,10 @@ from kubernetes import client
 
 from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
 from kafka_mirror.controller.status import MAX_TOPIC_NAMES, MAX_TOPIC_STATUSES
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import GATEWAY, KubeNode
-from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import GATEWAY, KubeNode
+from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.kafka import create_topics
 from tests.helpers.objects import get_custom, mirror, selection, status_of
 from tests.helpers.worker import wait_for

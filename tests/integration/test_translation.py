@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, offset_syncs_topic
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.failover import Resumed, newest_checkpoints, resumed, source_offsets
 from tests.helpers.kafka import create_topics, end_offsets, produce, records, unique
 from tests.helpers.mirror_client import translate_groups

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from kafka_mirror.devstack.kafka import SCRAM_MECHANISM, SCRAM_USER, LocalKafka
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.worker import remote_topics
+from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_USER, LocalKafka
 from tests.helpers.content import check_content
 from tests.helpers.derive import DerivingApp
 from tests.helpers.kafka import (
@@ -337,7 +337,7 @@ def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
 def test_unreachable_source_is_reported_and_the_worker_keeps_running(
     kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
 ) -> None:
-    from kafka_mirror.devstack.processes import free_port
+    from kafka_mirror_dev.processes import free_port
 
     config = worker_config(kafka_a, kafka_b, [".*"])
     config["source"] = {"alias": "A", "bootstrapServers": f"127.0.0.1:{free_port()}"}

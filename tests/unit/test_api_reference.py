@@ -14,12 +14,13 @@ from kafka_mirror.api.models import KafkaMirrorSpec, MirrorTopicSelectionSpec
 from kafka_mirror.api.reference import api_reference
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.cli import API_REFERENCE
+from kafka_mirror_dev.builds import REPO_ROOT
 
 Table = dict[str, dict[str, str]]
 
 
 def test_committed_reference_matches_the_models() -> None:
-    assert API_REFERENCE.read_text() == api_reference(), (
+    assert (REPO_ROOT / API_REFERENCE).read_text() == api_reference(), (
         f"{API_REFERENCE} drifted from the models: run `kafka-mirror crds`"
     )
 

@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 
 from kafka_mirror.api.crdgen import all_crds, crd_files
-from kafka_mirror.cli import DEFAULT_CRD_DIRS
+from kafka_mirror.cli import CRD_DIRS
+from kafka_mirror_dev.builds import REPO_ROOT
 
 
-@pytest.mark.parametrize("directory", DEFAULT_CRD_DIRS, ids=lambda d: str(d.name))
-def test_committed_crds_match_the_models(directory: Path) -> None:
+@pytest.mark.parametrize("relative", CRD_DIRS, ids=str)
+def test_committed_crds_match_the_models(relative: Path) -> None:
+    directory = REPO_ROOT / relative
     expected = crd_files()
     on_disk = {p.name: p.read_text() for p in directory.glob("*.yaml")}
     assert on_disk.keys() == expected.keys(), f"run `kafka-mirror crds` to regenerate {directory}"

@@ -1,18 +1,19 @@
 """The real node's pure parts: what counts as the image's package, and how iptables tables are
-compared before and after a node (devstack/images.py, devstack/hoststate.py)."""
+compared before and after a node (kafka_mirror_dev/images.py, kafka_mirror_dev/hoststate.py)."""
 
 from __future__ import annotations
 
-from kafka_mirror.devstack.builds import REPO_ROOT
-from kafka_mirror.devstack.hoststate import comparable_rules
-from kafka_mirror.devstack.images import context_files
+from kafka_mirror_dev.builds import REPO_ROOT
+from kafka_mirror_dev.hoststate import comparable_rules
+from kafka_mirror_dev.images import context_files
 
 
 def test_the_image_is_keyed_by_exactly_what_the_dockerfile_may_copy() -> None:
     files = {str(path.relative_to(REPO_ROOT)) for path in context_files()}
     assert {"pyproject.toml", "README.md", "operator/kafka_mirror/cli.py"} <= files
     assert "dev/maven/spark-kafka/pom.xml" in files
-    assert not any(f.startswith(("tests/", "docs/", "dev/go/")) for f in files)
+    # Nor the development tooling (dev/python): the image carries only the product.
+    assert not any(f.startswith(("tests/", "docs/", "dev/go/", "dev/python/")) for f in files)
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
 
 

@@ -21,8 +21,8 @@ import yaml
 from kafka_mirror.api.models import GROUP, KafkaMirrorSpec
 from kafka_mirror.audit.spark import JARS_ENV
 from kafka_mirror.cli import parser
-from kafka_mirror.devstack.builds import ACTIONLINT
 from kafka_mirror.render import build_audit_cronjob, build_deployment, build_worker_config
+from kafka_mirror_dev.builds import ACTIONLINT
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # where the dev extra's linters (shellcheck, hadolint) land

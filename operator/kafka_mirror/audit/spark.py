@@ -21,13 +21,12 @@ def _artifact(jar: Path) -> str:
 
 def kafka_source_jars() -> list[Path]:
     """Spark's Kafka source and the jars it needs that PySpark does not ship itself."""
-    explicit = os.environ.get(JARS_ENV)
-    if explicit:
-        candidates = sorted(Path(explicit).glob("*.jar"))
-    else:
-        from kafka_mirror.devstack.builds import spark_kafka_jars
-
-        candidates = spark_kafka_jars()
+    directory = os.environ.get(JARS_ENV)
+    if not directory:
+        # The image sets it; from a checkout, the dev package's Maven resolution does
+        # (kafka_mirror_dev.builds.export_spark_jars, `kafka-mirror dev env`).
+        raise RuntimeError(f"{JARS_ENV} is not set: it names the directory of Spark's Kafka jars")
+    candidates = sorted(Path(directory).glob("*.jar"))
     import pyspark
 
     shipped = {_artifact(jar) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}

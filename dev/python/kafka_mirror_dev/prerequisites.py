@@ -1,4 +1,4 @@
-"""What the dev stack's real node needs from the machine (devstack/node.py): Linux, root, and a
+"""What the dev stack's real node needs from the machine (node.py): Linux, root, and a
 few Debian packages, which it installs with apt-get when they are missing, as the rest of the dev
 stack installs its parts; elsewhere the reason it cannot run, with the fix."""
 
@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kafka_mirror.devstack.builds import MissingPrerequisite, progress
-from kafka_mirror.devstack.containerd import CNI_BIN_DIR
+from kafka_mirror_dev.builds import MissingPrerequisite, progress
+from kafka_mirror_dev.containerd import CNI_BIN_DIR
 
 # What the node runs, by the Debian package that brings it (apt-get installs the missing ones).
 PACKAGES = {

@@ -4,7 +4,7 @@ Certificates are made here: a CA, the server's certificate for 127.0.0.1, and th
 signing key (TokenRequest works). The admin identity is a bearer token in the `system:masters`
 group, written into a kubeconfig for kubectl, the kubernetes client and kopf.
 
-With `for_node`, the same API server is configured as a cluster's (devstack/node.py): it listens
+With `for_node`, the same API server is configured as a cluster's (node.py): it listens
 on the node's bridge address (pods reach it there, through the `kubernetes` Service), admits
 pods with their ServiceAccount's token, authorizes kubelets with the Node authorizer, and issues
 client certificates for the node's components (`component_kubeconfig`).
@@ -27,8 +27,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from kafka_mirror.devstack.builds import ETCD, KUBE_APISERVER
-from kafka_mirror.devstack.certificates import (
+from kafka_mirror_dev.builds import ETCD, KUBE_APISERVER
+from kafka_mirror_dev.certificates import (
     LOOPBACK,
     certificate_authority,
     certificate_pem,
@@ -36,7 +36,7 @@ from kafka_mirror.devstack.certificates import (
     key_pem,
     new_key,
 )
-from kafka_mirror.devstack.processes import ServerProcess, free_port, port_open
+from kafka_mirror_dev.processes import ServerProcess, free_port, port_open
 
 # Room for a thousand mirrors' metrics Services (a /24 held 253: bench/operator_scale.py).
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"

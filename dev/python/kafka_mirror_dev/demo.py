@@ -1,6 +1,6 @@
 """The main job on the dev stack's real node: what a newcomer runs first.
 
-Starts a real single-node cluster (devstack/node.py) and Kafka A and B on its pods' bridge
+Starts a real single-node cluster (node.py) and Kafka A and B on its pods' bridge
 address, installs the CRDs, starts the operator (its workers and audit pods of the node's
 image), applies the example mirror and selection (pointed at those clusters), produces sample
 traffic on A, shows the mirror's status as `kubectl` would once it is Ready with no lag, runs
@@ -19,14 +19,14 @@ from kubernetes.client import ApiClient
 
 from kafka_mirror import smoke
 from kafka_mirror.api.models import API_VERSION
-from kafka_mirror.devstack import pods, stack
-from kafka_mirror.devstack.builds import REPO_ROOT, progress
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.node import GATEWAY, KubeNode
-from kafka_mirror.devstack.operator import OperatorProcess
-from kafka_mirror.devstack.prerequisites import unavailable_reason
 from kafka_mirror.kube import api_client, apply, install_crds, table
 from kafka_mirror.smoke import read_mirror
+from kafka_mirror_dev import pods, stack
+from kafka_mirror_dev.builds import REPO_ROOT, progress
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import GATEWAY, KubeNode
+from kafka_mirror_dev.operator import OperatorProcess
+from kafka_mirror_dev.prerequisites import unavailable_reason
 
 NAMESPACE = "kafka-mirror-demo"
 MIRROR = "a-to-b"  # the example's name

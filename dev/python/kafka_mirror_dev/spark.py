@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.devstack.processes import ServerProcess, free_port, port_open
+from kafka_mirror_dev.processes import ServerProcess, free_port, port_open
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

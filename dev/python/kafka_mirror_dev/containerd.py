@@ -9,8 +9,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_mirror.devstack.builds import progress
-from kafka_mirror.devstack.processes import ServerProcess, stop_pid
+from kafka_mirror_dev.builds import progress
+from kafka_mirror_dev.processes import ServerProcess, stop_pid
 
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
 CRI_NAMESPACE = "k8s.io"  # where the CRI plugin keeps images and containers

@@ -1,9 +1,9 @@
 """A real single-node Kubernetes cluster on this machine, with no image registry.
 
-etcd and kube-apiserver (devstack/apiserver.py, configured `for_node`), the kubelet,
+etcd and kube-apiserver (apiserver.py, configured `for_node`), the kubelet,
 kube-controller-manager, kube-scheduler and kube-proxy (built from the API server's pinned
 k8s.io/kubernetes), a containerd of the node's own with runc and the CNI bridge, host-local and
-loopback plugins (Debian's packages), and images made here (devstack/images.py).
+loopback plugins (Debian's packages), and images made here (images.py).
 
 The pods' network is a bridge whose address is the node's InternalIP: the API server (and a
 Kafka cluster started with `host=GATEWAY`) listen there, so pods reach them directly, and
@@ -11,7 +11,7 @@ in-cluster configuration reaches the API server through the `kubernetes` Service
 kube-proxy (iptables mode) maps to that address. Pod traffic stays on the machine: nothing is
 masqueraded, an iptables rule drops what pods send anywhere but the bridge, and pods get no DNS
 server. What the node changes on the host is recorded first and restored by `stop`
-(devstack/hoststate.py).
+(hoststate.py).
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ import yaml
 from kubernetes import client
 from pydantic import BaseModel
 
-from kafka_mirror.devstack import hoststate, images
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.builds import (
+from kafka_mirror.kube import api_client
+from kafka_mirror_dev import hoststate, images
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.builds import (
     KUBE_CONTROLLER_MANAGER,
     KUBE_PROXY,
     KUBE_SCHEDULER,
@@ -41,10 +42,9 @@ from kafka_mirror.devstack.builds import (
     cache_dir,
     progress,
 )
-from kafka_mirror.devstack.containerd import Containerd, cni_config
-from kafka_mirror.devstack.prerequisites import install_prerequisites
-from kafka_mirror.devstack.processes import ServerProcess, free_port, stop_pid
-from kafka_mirror.kube import api_client
+from kafka_mirror_dev.containerd import Containerd, cni_config
+from kafka_mirror_dev.prerequisites import install_prerequisites
+from kafka_mirror_dev.processes import ServerProcess, free_port, stop_pid
 
 NODE_NAME = "kafka-mirror-node"
 BRIDGE = "kmirror0"

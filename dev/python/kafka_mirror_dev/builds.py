@@ -191,13 +191,13 @@ def _kubernetes_command(name: str) -> GoTool:
 
 
 KUBE_APISERVER = _kubernetes_command("kube-apiserver")
-# The node's parts (devstack/node.py).
+# The node's parts (node.py).
 KUBELET = _kubernetes_command("kubelet")
 KUBE_CONTROLLER_MANAGER = _kubernetes_command("kube-controller-manager")
 KUBE_SCHEDULER = _kubernetes_command("kube-scheduler")
 KUBE_PROXY = _kubernetes_command("kube-proxy")
 NODE_TOOLS = (KUBELET, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY)
-# The node's pod sandbox process (its image: devstack/images.py).
+# The node's pod sandbox process (its image: images.py).
 PAUSE = GoTool("pause", ".")
 KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
@@ -267,9 +267,22 @@ def kafka_libs() -> Path:
     return maven_libs("kafka", "Apache Kafka")
 
 
+def spark_jars_dir() -> Path:
+    """Spark's Kafka source and its dependencies: what the image has in $KAFKA_MIRROR_SPARK_JARS."""
+    return maven_libs("spark-kafka", "Spark's Kafka source")
+
+
 def spark_kafka_jars() -> list[Path]:
-    """Spark's Kafka source and its dependencies, for `spark.jars`."""
-    return sorted(maven_libs("spark-kafka", "Spark's Kafka source").glob("*.jar"))
+    return sorted(spark_jars_dir().glob("*.jar"))
+
+
+def export_spark_jars() -> None:
+    """Give the audit (kafka_mirror.audit.spark) the jars resolved here, as the image gives it
+    its own: for this process and the processes it starts, unless the environment names some."""
+    from kafka_mirror.audit.spark import JARS_ENV  # imports PySpark: only when jars are wanted
+
+    if not os.environ.get(JARS_ENV):
+        os.environ[JARS_ENV] = str(spark_jars_dir())
 
 
 def ensure_all() -> None:

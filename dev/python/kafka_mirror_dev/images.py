@@ -3,7 +3,7 @@
 - the pod sandbox ("pause"): our own static binary (dev/go/pause) in an empty image;
 - the bases of the Dockerfile: a Debian bookworm with Python 3.11 made with debootstrap from
   Debian's packages (for `python:3.11-slim-bookworm`), and Spark's Kafka jars as the dev stack
-  resolved them (devstack.builds.spark_kafka_jars, for the Maven stage);
+  resolved them (kafka_mirror_dev.builds.spark_kafka_jars, for the Maven stage);
 - the project's image, built from the Dockerfile with those bases as build arguments.
 
 Buildah builds them: it needs no daemon (so no socket, bridge or iptables rules of its own) and
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kafka_mirror.devstack.builds import (
+from kafka_mirror_dev.builds import (
     PAUSE,
     REPO_ROOT,
     cache_dir,
@@ -33,7 +33,7 @@ from kafka_mirror.devstack.builds import (
     require,
     spark_kafka_jars,
 )
-from kafka_mirror.devstack.containerd import Containerd
+from kafka_mirror_dev.containerd import Containerd
 
 SUITE = "bookworm"  # python:3.11-slim-bookworm's Debian; its python3 is 3.11
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")

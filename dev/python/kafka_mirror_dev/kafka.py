@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from kafka_mirror.devstack.builds import kafka_libs, require
-from kafka_mirror.devstack.certificates import ClusterCertificates, ensure_cluster_certificates
-from kafka_mirror.devstack.processes import ServerProcess, free_port, port_open
+from kafka_mirror_dev.builds import kafka_libs, require
+from kafka_mirror_dev.certificates import ClusterCertificates, ensure_cluster_certificates
+from kafka_mirror_dev.processes import ServerProcess, free_port, port_open
 
 _LOG4J2 = """\
 status = warn
@@ -58,7 +58,7 @@ CONTROLLER_NODE = 1
 @dataclass(kw_only=True)
 class ClientPorts:
     """A node's four client listeners on `host` (loopback, or an address pods reach such as
-    the dev node's bridge: devstack.node.GATEWAY), listened on and advertised (keyword-only, so
+    the dev node's bridge: node.GATEWAY), listened on and advertised (keyword-only, so
     that a subclass's own fields keep their places)."""
 
     host: str = "127.0.0.1"

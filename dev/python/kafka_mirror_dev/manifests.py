@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from kafka_mirror.devstack.builds import REPO_ROOT
+from kafka_mirror_dev.builds import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "kafka-mirror-operator"
 BASE = REPO_ROOT / "deploy" / "base"

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from kafka_mirror.devstack.apiserver import KubeApiServer
-from kafka_mirror.devstack.builds import HELM, KUBECTL, cache_dir, progress
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.processes import pid_alive, stop_pid
+from kafka_mirror.audit.spark import JARS_ENV
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.builds import HELM, KUBECTL, cache_dir, progress, spark_jars_dir
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.processes import pid_alive, stop_pid
 
 
 def stack_dir() -> Path:
@@ -34,6 +35,7 @@ class StackInfo(BaseModel):
     kubeconfig: Path
     helm: Path
     kubectl: Path | None = None  # stacks started before kubectl was part of it have none
+    spark_jars: Path | None = None  # the same for the audit's jars
     pids: tuple[int, ...]
 
     def env(self) -> dict[str, str]:
@@ -43,6 +45,8 @@ class StackInfo(BaseModel):
             "KUBECONFIG": str(self.kubeconfig),
             "HELM": str(self.helm),
             **({"KUBECTL": str(self.kubectl)} if self.kubectl else {}),
+            # `kafka-mirror audit` from this shell finds Spark's Kafka jars as in the image.
+            **({JARS_ENV: str(self.spark_jars)} if self.spark_jars else {}),
         }
 
     def alive(self) -> bool:
@@ -64,7 +68,7 @@ def up() -> StackInfo:
         return existing
     down()
     root = stack_dir()
-    helm, kubectl = HELM.ensure(), KUBECTL.ensure()
+    helm, kubectl, spark_jars = HELM.ensure(), KUBECTL.ensure(), spark_jars_dir()
     kafka_a = LocalKafka("A", root / "kafka-A")
     kafka_b = LocalKafka("B", root / "kafka-B")
     kube = KubeApiServer(root / "kube")
@@ -86,6 +90,7 @@ def up() -> StackInfo:
         kubeconfig=kube.kubeconfig,
         helm=helm,
         kubectl=kubectl,
+        spark_jars=spark_jars,
         pids=tuple(started),
     )
     _state_file().write_text(info.model_dump_json(indent=2))

@@ -8,7 +8,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kafka_mirror.devstack.processes import ChildProcess, free_port
+from kafka_mirror_dev.processes import ChildProcess, free_port
 
 
 class OperatorProcess(ChildProcess):
