@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.controller.handlers import FINALIZER
 from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
@@ -96,3 +97,31 @@ def test_one_loop_keeps_thirty_statuses_fresh_and_drops_a_deleted_mirror(
     assert len(lags(kube_api, namespace)) == MIRRORS - 1
     assert status_of(kube_api, namespace, "m1")["totalLag"] == 20
     assert "failed with an exception" not in operator.log()
+
+
+def test_the_operator_removes_older_versions_finalizer_and_its_objects_then_go_at_once(
+    kube_api: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    # What an operator before the status loop left on every object: its finalizer.
+    source = {"bootstrapServers": "kafka-a.invalid:9092"}
+    for body in (mirror("m", namespace, source, source), selection("s", namespace, "m", [".*"])):
+        body["metadata"]["finalizers"] = [FINALIZER]
+        apply(kube_api, body)
+
+    def finalizers(plural: str, name: str) -> list[str]:
+        return list(get_custom(kube_api, namespace, plural, name)["metadata"].get("finalizers", []))
+
+    wait_for(
+        lambda: (
+            not finalizers("kafkamirrors", "m") and not finalizers("mirrortopicselections", "s")
+        ),
+        60,
+        "the operator to remove the old finalizer",
+    )
+    operator.stop()
+    custom = client.CustomObjectsApi(kube_api)
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "kafkamirrors", "m")
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "mirrortopicselections", "s")
+    for plural in ("kafkamirrors", "mirrortopicselections"):
+        found: Any = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)
+        assert found["items"] == []  # nothing held with the operator gone
