@@ -19,7 +19,7 @@ from kafka_mirror.devstack.kafka import LocalKafka
 from kafka_mirror.devstack.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from tests.helpers.kafka import create_topics, produce, records
-from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
+from tests.helpers.objects import condition, exists, get_custom, mirror, selection, status_of
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
@@ -78,6 +78,9 @@ def test_one_loop_keeps_thirty_statuses_fresh_and_drops_a_deleted_mirror(
     )
     assert "m0" not in lags(kube_api, namespace)
     wait_for(lambda: 'mirror="m0"' not in scraped(operator), 30, "m0's metrics to go")
+    # The test API server runs no garbage collector: the operator removed the children.
+    assert not exists(client.AppsV1Api(kube_api).read_namespaced_deployment, "m0-worker", namespace)
+    assert exists(client.AppsV1Api(kube_api).read_namespaced_deployment, "m1-worker", namespace)
     wait_for(
         lambda: (
             condition(

@@ -112,6 +112,31 @@ def test_a_mirror_no_longer_listed_is_forgotten_once() -> None:
     assert recorder.forgotten == ["ns/m1", "ns/m2"]
 
 
+def test_a_failed_clean_up_is_tried_again_at_the_next_tick() -> None:
+    recorder = Recorder({MIRRORS: [obj("m1")], SELECTIONS: []})
+    failures = [RuntimeError("the API server did not answer")]
+
+    def gone(mirror: str) -> None:
+        if failures:
+            raise failures.pop()
+        recorder.forgotten.append(mirror)
+
+    loop = StatusLoop(
+        lambda plural: recorder.listed[plural],
+        10.0,
+        recorder.mirror,
+        recorder.selection,
+        gone,
+        workers=2,
+    )
+    loop.tick()
+    recorder.listed[MIRRORS] = []
+    loop.tick()
+    loop.tick()
+    loop.tick()
+    assert recorder.forgotten == ["ns/m1"]
+
+
 def test_the_loop_starts_once_and_stops_with_no_refresh_begun_after() -> None:
     recorder = Recorder({MIRRORS: [obj("m1")], SELECTIONS: []})
     loop = recorder.loop()

@@ -174,21 +174,24 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         for event in events:
             refresh.post_event(api, raw, event)
 
-    def forget(mirror: str) -> None:
-        """A mirror gone: nothing of it is kept (the status loop calls this when it is no
-        longer listed)."""
+    def mirror_gone(mirror: str) -> None:
+        """A mirror deleted: its children removed now (the garbage collector would too, through
+        the owner references, but not every cluster runs it promptly, and nothing should mirror
+        after the delete) and nothing of it kept."""
+        namespace, name = mirror.split("/", 1)
+        reconcile.delete_children(api, namespace, name)
         readers.forget(mirror)
         applied.forget(mirror)
-        options.metrics.forget(*mirror.split("/", 1))
+        options.metrics.forget(namespace, name)
 
     # Optional: kopf adds no finalizer for it, so a mirror (and its namespace) is never held
-    # once the operator is gone. The children are owner-referenced, so the garbage collector
-    # removes them anyway; this removes them at once when the operator sees the deletion.
+    # once the operator is gone. Without a finalizer kopf sees a deletion in progress only when
+    # something else holds the object (a foreground deletion, say); otherwise the status loop
+    # finds the mirror gone at its next tick.
     @kopf.on.delete(GROUP, VERSION, MIRRORS, optional=True, registry=registry)
     def mirror_deleted(name: str, namespace: str | None, **_: Any) -> None:
         assert namespace is not None  # the CRD is namespaced
-        reconcile.delete_children(api, namespace, name)
-        forget(f"{namespace}/{name}")
+        mirror_gone(f"{namespace}/{name}")
 
     def converge_mirror_of(
         namespace: str, mirror_name: str | None, indices: dict[str, Any]
@@ -234,7 +237,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         options.status_interval,
         lambda raw: refresh_mirror(raw, indices_seen),
         refresh_selection,
-        forget,
+        mirror_gone,
     )
 
     @kopf.on.cleanup(registry=registry)

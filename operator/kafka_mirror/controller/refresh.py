@@ -109,7 +109,7 @@ def post_event(api: client.ApiClient, raw: Mapping[str, Any], event: Event) -> N
 class StatusLoop:
     """Refreshes every served mirror's, then every selection's, status each `interval` seconds
     (a selection's status reports the source topics its mirror's refresh read), and tells
-    `forget` the mirrors that are gone."""
+    `gone` the mirrors no longer listed (or being deleted)."""
 
     def __init__(
         self,
@@ -117,12 +117,12 @@ class StatusLoop:
         interval: float,
         refresh_mirror: RefreshMirror,
         refresh_selection: RefreshSelection,
-        forget: Callable[[str], None],
+        gone: Callable[[str], None],
         workers: int = 16,
     ) -> None:
         self.lister, self.interval = lister, interval
         self.refresh_mirror, self.refresh_selection = refresh_mirror, refresh_selection
-        self.forget = forget
+        self.gone = gone
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
         self._stopping, self._starting = threading.Event(), threading.Lock()
         self._known: set[str] = set()
@@ -154,8 +154,12 @@ class StatusLoop:
     def tick(self) -> None:
         mirrors = live(self.lister(MIRRORS))
         present = {key_of(raw) for raw in mirrors}
-        for gone in sorted(self._known - present):
-            self.forget(gone)
+        for mirror in sorted(self._known - present):
+            try:
+                self.gone(mirror)
+            except Exception:  # the next tick tries again
+                logger.exception("mirror %s gone: clean-up failed with an exception", mirror)
+                present.add(mirror)
         self._known = present
         self._each(self.refresh_mirror, mirrors)
         selections = live(self.lister(SELECTIONS))
