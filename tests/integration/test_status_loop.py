@@ -15,8 +15,8 @@ from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.controller.handlers import FINALIZER
-from kafka_mirror.devstack.kafka import LocalKafka
-from kafka_mirror.devstack.operator import OperatorProcess
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.operator import OperatorProcess
 from kafka_mirror.kube import apply
 from tests.helpers.kafka import create_topics, produce, records
 from tests.helpers.objects import condition, exists, get_custom, mirror, selection, status_of
