@@ -313,7 +313,7 @@ def main() -> None:
             if operator is not None and operator.running():
                 stopping = time.monotonic()
                 try:
-                    operator.stop(timeout=120)  # kopf ends each mirror's timer first
+                    operator.stop(timeout=120)
                     print(f"the operator stopped in {time.monotonic() - stopping:.1f} s")
                 except subprocess.TimeoutExpired:
                     operator.kill()

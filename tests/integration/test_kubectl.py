@@ -50,7 +50,8 @@ def documented_finalizer_removal() -> str:
 def test_the_documented_command_frees_objects_held_by_a_gone_operators_finalizer(
     kubectl: Path, kube_apiserver: KubeApiServer, kube_api: client.ApiClient, namespace: str
 ) -> None:
-    # What the operator leaves behind when it is gone: its finalizer on every object.
+    # What an operator before the status loop left behind when it was gone: its finalizer on
+    # every object.
     source = {"bootstrapServers": "kafka-a:9092"}
     for body in (mirror("m", namespace, source, source), selection("s", namespace, "m", [".*"])):
         body["metadata"]["finalizers"] = [FINALIZER]

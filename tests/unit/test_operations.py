@@ -1,4 +1,4 @@
-"""Promote and failover as the status timer carries them out: the phases, when the workers stop,
+"""Promote and failover as the status loop carries them out: the phases, when the workers stop,
 the RPO from the status's figures, and (a property against a small model) that under any sequence
 of refreshes, Kafka failures and lost status patches the phases only move forward and an id
 completes once."""

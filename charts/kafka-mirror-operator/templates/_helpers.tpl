@@ -42,7 +42,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/*
 What the operator does, and nothing more (each verb is a call it makes):
-- its two resources: kopf lists, watches and merge-patches them (finalizers, annotations); a
+- its two resources: kopf lists, watches and merge-patches them (annotations, and removing older
+  versions' finalizer); the status loop lists them each interval; a
   selection's handler reads its mirror (get);
 - their status: patched; get on kafkamirrors/status only because the audit's Role grants it,
   and a Role may only grant what its creator holds;
@@ -53,7 +54,7 @@ What the operator does, and nothing more (each verb is a call it makes):
 - each mirror's children (ConfigMap, Deployment, Service, CronJob, and the audit's
   ServiceAccount, Role and RoleBinding): server-side apply (patch, and create when the object is
   new), delete; get of the ConfigMap and the Deployment (its status);
-- events: create (core v1, as kopf posts them).
+- events: create (core v1, as kopf and the status loop post them).
 */}}
 {{- define "kafka-mirror-operator.rules" -}}
 - apiGroups: ["kafkamirror.io"]

@@ -1,5 +1,6 @@
-"""The kopf handlers: thin, level-based. Create, update, resume and the timers all converge the
-children to the desired state; the timers also refresh the status from Kafka and the Deployment.
+"""The kopf handlers: thin, level-based. Create, update and resume converge the children to the
+desired state; one shared status loop (`kafka_mirror.controller.refresh`), started and stopped
+with the operator, refreshes every status from Kafka and the Deployments and converges again.
 The work itself is in `kafka_mirror.controller.reconcile`."""
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.policy import AllowLists
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
-from kafka_mirror.controller import gate, reconcile
+from kafka_mirror.controller import gate, reconcile, refresh
 from kafka_mirror.controller.inputs import MirrorInputs, selection_patterns
 from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
 from kafka_mirror.controller.serial import AppliedChildren, OnePerKey
-from kafka_mirror.controller.status import mirror_events, unusable_spec_status
+from kafka_mirror.controller.status import Event, mirror_events, unusable_spec_status
 
+# No handler needs a finalizer any more (the delete handlers are optional); kopf removes this
+# one, which operators before the status loop put on every object, when it next sees them.
 FINALIZER = f"{GROUP}/finalizer"
 
 
@@ -37,19 +40,9 @@ class OperatorOptions:
     allowed: AllowLists
 
 
-def _status_patch(patch: kopf.Patch, model: KafkaMirrorStatus | MirrorTopicSelectionStatus) -> None:
-    # Top-level fields that became None go as null, which a merge patch removes; nulls nested in
-    # lists would be pruned by the server (and kopf would report the difference). The audit job
-    # owns lastAudit: the operator never writes it.
-    data = model.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"last_audit"})
-    for name, field in type(model).model_fields.items():
-        if name != "last_audit":
-            data.setdefault(field.alias or name, None)
-    patch.status.update(data)
-
-
-def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
-    """All handlers, bound to one API client and the operator's options."""
+def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.OperatorRegistry:
+    """All handlers, bound to one API client and the operator's options, serving `namespaces`
+    (all when empty)."""
     registry = kopf.OperatorRegistry()
     api, image, readers = options.api, options.worker_image, Readers()
     converging, applied = OnePerKey(), AppliedChildren()
@@ -76,16 +69,25 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         # CRDs for changes would need cluster-wide read access the operator has no other use for.
         settings.scanning.disabled = True
         settings.posting.level = logging.WARNING  # events for problems, not every handler run
-        settings.execution.max_workers = 32  # Kafka reads block a thread each
+        # Kafka reads block a thread each; bounded, so that a thousand mirrors resumed at
+        # start-up do not all render and apply at once.
+        settings.execution.max_workers = 16
         settings.networking.request_timeout = 60
-        # A deleted mirror keeps its finalizer until its status timer's run in progress ends;
-        # kopf looks again only every `cancellation_polling` seconds (60 by default), which
-        # held `kubectl delete` for a minute whenever it met a status update.
-        settings.background.cancellation_polling = 1
         # The kubernetes client loads its API classes on first use (about a second on 2 cores):
         # pay that now rather than in the first mirrors' reconciles.
         for api_class in (client.CoreV1Api, client.AppsV1Api, client.BatchV1Api):
             api_class(api)
+
+    # The status loop starts with the first resource handler: kopf calls those only once its
+    # indices hold every object listed at start-up, and a tick before that would converge
+    # mirrors without their selections. Its refreshes read the indices kopf passed that call
+    # (live objects, updated from the watches).
+    indices_seen: dict[str, Any] = {}
+
+    def start_status_loop(indices: dict[str, Any]) -> None:
+        if not indices_seen:
+            indices_seen.update(indices)
+            status_loop.start()
 
     def read_inputs(
         mirror: kopf.Body, previous: KafkaMirrorStatus, indices: dict[str, Any]
@@ -105,8 +107,8 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def previous_of(mirror: kopf.Body) -> KafkaMirrorStatus:
         return KafkaMirrorStatus.model_validate(dict(mirror.get("status") or {}))
 
-    # In-memory indices kopf keeps from its watches: the status refreshes read the selections
-    # and mirrors there instead of listing them from the API server, per mirror, every time.
+    # An in-memory index kopf keeps from its watch: every converge reads a mirror's selections
+    # there instead of listing them from the API server.
     def live(meta: kopf.Meta, **_: Any) -> bool:
         return not meta.get("deletionTimestamp")  # one being deleted no longer counts
 
@@ -116,12 +118,6 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         namespace: str | None, name: str, spec: kopf.Spec, **_: Any
     ) -> dict[tuple[str | None, str], SelectionPatterns]:
         return {(namespace, spec.get("mirror", "")): selection_patterns(name, spec)}
-
-    @kopf.index(GROUP, VERSION, MIRRORS, id="mirror_names", when=live, registry=registry)
-    def mirror_names(
-        namespace: str | None, name: str, **_: Any
-    ) -> dict[tuple[str | None, str], None]:
-        return {(namespace, name): None}
 
     def selections_of(mirror: kopf.Body, indices: dict[str, Any]) -> list[SelectionPatterns]:
         """The mirror's selections, from the index kopf passes to every handler."""
@@ -137,30 +133,24 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
                 inputs.key, lambda: reconcile.converge_children(api, inputs, image, applied)
             )
         if changed:
-            kopf.event(
-                inputs.body,
-                type="Normal",
-                reason="SelectionsApplied",
-                message="workers mirror the union of selections: " + ", ".join(changed),
-            )
+            # Posted by our own poster: kopf's serves its handlers only, not the status loop.
+            message = "workers mirror the union of selections: " + ", ".join(changed)
+            refresh.post_event(api, inputs.body, Event("Normal", "SelectionsApplied", message))
 
     @kopf.on.resume(GROUP, VERSION, MIRRORS, registry=registry)
     @kopf.on.create(GROUP, VERSION, MIRRORS, registry=registry)
     @kopf.on.update(GROUP, VERSION, MIRRORS, registry=registry)
     def mirror_changed(body: kopf.Body, **indices: Any) -> None:
+        start_status_loop(indices)
         try:
             converge(read_inputs(body, previous_of(body), indices))
         except gate.SpecUnusable as unusable:
-            raise kopf.PermanentError(str(unusable)) from None  # the status timer reports it
+            raise kopf.PermanentError(str(unusable)) from None  # the status loop reports it
 
-    @kopf.timer(GROUP, VERSION, MIRRORS, interval=options.status_interval, registry=registry)
-    def mirror_status(
-        body: kopf.Body,
-        status: kopf.Status,
-        patch: kopf.Patch,
-        **indices: Any,
-    ) -> None:
-        previous = KafkaMirrorStatus.model_validate(dict(status))
+    def refresh_mirror(raw: dict[str, Any], indices: dict[str, Any]) -> None:
+        """One status tick of a mirror: converge it again, observe it, patch what changed."""
+        body = kopf.Body(cast(kopf.RawBody, raw))
+        previous = previous_of(body)
         try:
             inputs = read_inputs(body, previous, indices)
             converge(inputs)
@@ -172,7 +162,9 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
             events = mirror_events(previous, current)
         else:
             current, events = reconcile.observe_mirror(api, inputs, readers, datetime.now(UTC))
-        _status_patch(patch, current)
+        patch = refresh.status_patch(current)
+        if refresh.changes(raw.get("status"), patch):
+            refresh.patch_status(api, MIRRORS, raw, patch)
         options.metrics.observe(
             body.metadata.namespace or "",
             body.metadata.name or "",
@@ -180,15 +172,26 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
             body.get("spec", {}).get("rpoTargetSeconds"),
         )
         for event in events:
-            kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+            refresh.post_event(api, raw, event)
 
-    @kopf.on.delete(GROUP, VERSION, MIRRORS, registry=registry)
+    def mirror_gone(mirror: str) -> None:
+        """A mirror deleted: its children removed now (the garbage collector would too, through
+        the owner references, but not every cluster runs it promptly, and nothing should mirror
+        after the delete) and nothing of it kept."""
+        namespace, name = mirror.split("/", 1)
+        reconcile.delete_children(api, namespace, name)
+        readers.forget(mirror)
+        applied.forget(mirror)
+        options.metrics.forget(namespace, name)
+
+    # Optional: kopf adds no finalizer for it, so a mirror (and its namespace) is never held
+    # once the operator is gone. Without a finalizer kopf sees a deletion in progress only when
+    # something else holds the object (a foreground deletion, say); otherwise the status loop
+    # finds the mirror gone at its next tick.
+    @kopf.on.delete(GROUP, VERSION, MIRRORS, optional=True, registry=registry)
     def mirror_deleted(name: str, namespace: str | None, **_: Any) -> None:
         assert namespace is not None  # the CRD is namespaced
-        reconcile.delete_children(api, namespace, name)
-        readers.forget(f"{namespace}/{name}")
-        applied.forget(f"{namespace}/{name}")
-        options.metrics.forget(namespace, name)
+        mirror_gone(f"{namespace}/{name}")
 
     def converge_mirror_of(
         namespace: str, mirror_name: str | None, indices: dict[str, Any]
@@ -200,10 +203,12 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
                 converge(read_inputs(body, previous_of(body), indices))
 
     # No resume handler: at start-up each mirror's own resume converges it, with every
-    # selection already in the index; a thousand selections would only repeat it.
+    # selection already in the index; a thousand selections would only repeat it. The delete
+    # handler is optional (no finalizer): a selection deleted while the operator is not looking
+    # leaves its mirror at the next status tick, which converges every mirror again.
     @kopf.on.create(GROUP, VERSION, SELECTIONS, registry=registry)
     @kopf.on.update(GROUP, VERSION, SELECTIONS, registry=registry)
-    @kopf.on.delete(GROUP, VERSION, SELECTIONS, registry=registry)
+    @kopf.on.delete(GROUP, VERSION, SELECTIONS, optional=True, registry=registry)
     def selection_changed(
         namespace: str | None,
         spec: kopf.Spec,
@@ -211,25 +216,33 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         **indices: Any,
     ) -> None:
         assert namespace is not None
+        start_status_loop(indices)
         converge_mirror_of(namespace, spec.get("mirror"), indices)
         previous_mirror = ((old or {}).get("spec") or {}).get("mirror")
         if previous_mirror and previous_mirror != spec.get("mirror"):
             # it lost this selection
             converge_mirror_of(namespace, previous_mirror, indices)
 
-    @kopf.timer(GROUP, VERSION, SELECTIONS, interval=options.status_interval, registry=registry)
-    def selection_status(
-        body: kopf.Body,
-        status: kopf.Status,
-        patch: kopf.Patch,
-        **indices: Any,
-    ) -> None:
-        previous = MirrorTopicSelectionStatus.model_validate(dict(status))
-        mirrors: kopf.Index[Any, None] = indices["mirror_names"]
-        exists = (body.metadata.namespace, body.spec.get("mirror")) in mirrors
+    def refresh_selection(raw: dict[str, Any], mirrors: set[str]) -> None:
+        body = kopf.Body(cast(kopf.RawBody, raw))
+        previous = MirrorTopicSelectionStatus.model_validate(dict(body.status))
+        exists = f"{body.metadata.namespace}/{body.spec.get('mirror')}" in mirrors
         current = reconcile.observe_selection(body, previous, exists, readers, datetime.now(UTC))
-        if current != previous:  # mostly the same: no request then
-            _status_patch(patch, current)
+        patch = refresh.status_patch(current)
+        if refresh.changes(raw.get("status"), patch):  # mostly the same: no request then
+            refresh.patch_status(api, SELECTIONS, raw, patch)
+
+    status_loop = refresh.StatusLoop(
+        refresh.namespaced_lister(api, namespaces),
+        options.status_interval,
+        lambda raw: refresh_mirror(raw, indices_seen),
+        refresh_selection,
+        mirror_gone,
+    )
+
+    @kopf.on.cleanup(registry=registry)
+    def stop_status_loop(**_: Any) -> None:
+        status_loop.stop()
 
     return registry
 
@@ -241,7 +254,7 @@ def run(
 ) -> None:
     """Run the operator until SIGTERM/SIGINT (kopf finishes the handlers in flight)."""
     kopf.run(
-        registry=build_registry(options),
+        registry=build_registry(options, namespaces),
         namespaces=namespaces,
         clusterwide=not namespaces,
         liveness_endpoint=liveness_endpoint,

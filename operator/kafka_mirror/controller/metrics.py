@@ -2,7 +2,7 @@
 
 The workers export the per-partition figures; these are what only the operator knows (the
 conditions, the Deployment's readiness, the audit's verdict), so dashboards and alerts need no
-kube-state-metrics. The status timer refreshes them; a deleted mirror's series go with it.
+kube-state-metrics. The status loop refreshes them; a deleted mirror's series go with it.
 """
 
 from __future__ import annotations

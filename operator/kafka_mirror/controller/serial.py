@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-# Unchanged children are applied again after this long (by the status timer), repairing what
+# Unchanged children are applied again after this long (by the status loop), repairing what
 # was changed or deleted by hand; a change of the mirror, its selections or Secrets applies at once.
 REAPPLY_AFTER = 300.0
 
@@ -15,7 +15,7 @@ class OnePerKey:
     """Runs one call per key at a time; a call that arrives meanwhile is run by the caller
     already running, after its own (only the latest such call: it has the newest object).
 
-    A mirror's create handler, its selection's handler and its timer all converge it, often at
+    A mirror's create handler, its selection's handler and the status loop all converge it, often at
     once; side by side they would only repeat the same idempotent applies.
     """
 
@@ -42,14 +42,14 @@ class OnePerKey:
         except BaseException:
             with self._lock:
                 self._running.discard(key)
-                self._next.pop(key, None)  # the timer converges again
+                self._next.pop(key, None)  # the status loop converges again
             raise
         return result
 
 
 class AppliedChildren:
     """What was last applied per mirror (a digest) and when, so that a converge that renders
-    the same children skips the eight applies: the timer's every interval, and a selection's
+    the same children skips the eight applies: the status loop's every interval, and a selection's
     or the mirror's handler with nothing new (a thousand mirrors would otherwise send eight
     thousand requests every interval)."""
 
