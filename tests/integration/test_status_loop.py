@@ -15,9 +15,9 @@ from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.controller.handlers import FINALIZER
+from kafka_mirror.kube import apply
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.operator import OperatorProcess
-from kafka_mirror.kube import apply
 from tests.helpers.kafka import create_topics, produce, records
 from tests.helpers.objects import condition, exists, get_custom, mirror, selection, status_of
 from tests.helpers.worker import wait_for
