@@ -262,7 +262,7 @@ class FakeClients:
         self.source_admin = self.target_admin = FakeAdmin()
         self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
 
-    def renew_producer(self) -> FakeProducer:
+    def renew_producer(self, linger_ms: int | None = None) -> FakeProducer:
         old, self.producer = self.producer, FakeProducer(self.target, self.capacity, self.remote)
         self.syncs_producer = self.producer
         return old

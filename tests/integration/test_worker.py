@@ -423,3 +423,27 @@ def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_
     assert worker.get("/healthz") == "ok\n" and worker.get("/readyz") == "ok\n"
     assert worker.stop() == 0
     assert "mirroring processes ended: exit codes [0, 0, 0]" in worker.log()
+
+
+def test_a_backlog_drains_through_a_long_lingering_producer_and_every_record_arrives_once(
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+) -> None:
+    """`linger.py`: the producer is renewed with a long linger while the worker drains a
+    backlog, and with the short one once it has caught up; each renewal only after the old
+    producer had every record acknowledged."""
+    topic = unique("backlog")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
+    produce(kafka_a.bootstrap_servers, topic, records(600_000, partitions=8))
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    worker = start_worker(config)
+    wait_until_mirrored(kafka_a, config, topic, timeout=300)
+    assert "draining a backlog: the producer lingers 100 ms" in worker.log()
+    wait_for(lambda: "caught up: the producer lingers 5 ms" in worker.log(), 30, "caught up")
+
+    produce(kafka_a.bootstrap_servers, topic, records(100, partitions=8))
+    wait_until_mirrored(kafka_a, config, topic)
+    report = check_content(
+        kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
+    )
+    assert report.lossless and report.duplicates == 0, report
+    assert report.source_records == report.target_records == 600_100, report

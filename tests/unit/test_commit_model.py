@@ -2,8 +2,9 @@
 target (hypothesis stateful testing): under any interleaving of consumed batches, produce
 refusals, a full queue, in-order delivery reports, refused records, a failed producer (with or
 without a permanent refusal named in its fatal error), a topic the target denies, revocation,
-lost partitions, restarts and shutdown, no committed offset ever passes a source record that
-the target has not acknowledged (transaction markers, holding no record, aside).
+lost partitions, a producer renewed for another linger, restarts and shutdown, no committed
+offset ever passes a source record that the target has not acknowledged (transaction markers,
+holding no record, aside).
 
 The fakes (`tests/helpers/worker_fakes.py`) keep librdkafka's guarantees and no more.
 """
@@ -104,6 +105,12 @@ class CommitModel(RuleBasedStateMachine):
     @rule()
     def loop_once(self) -> None:
         loop_once(self.worker)
+
+    @rule(draining=st.booleans())
+    def producer_linger_changes(self, draining: bool) -> None:
+        """The loop renews the producer for another linger (`linger.py`), when it may."""
+        assert self.worker.linger is not None
+        self.worker.linger.switch(draining)
 
     @rule()
     def periodic_commit(self) -> None:

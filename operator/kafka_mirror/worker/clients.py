@@ -191,8 +191,11 @@ class Clients:
         self.source_admin = AdminClient(self.admin_settings["source"])
         self.target_admin = AdminClient(self.admin_settings["target"])
 
-    def renew_producer(self) -> Producer:
-        """A new target producer in place of the current one, which is returned (to purge)."""
+    def renew_producer(self, linger_ms: int | None = None) -> Producer:
+        """A new target producer in place of the current one, which is returned (to purge);
+        with `linger_ms`, it and the producers after it linger that long."""
+        if linger_ms is not None:
+            self.producer_settings["linger.ms"] = linger_ms
         old, self.producer = self.producer, Producer(self.producer_settings)
         if self.syncs_producer is old:
             self.syncs_producer = self.producer

@@ -32,6 +32,7 @@ from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
+from kafka_mirror.worker.linger import LINGER_SETTINGS, LingerSwitch
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
 from kafka_mirror.worker.periodic import OffLoop, Periodic
@@ -110,6 +111,11 @@ class MirrorWorker:
             self._producer_failed,
         )
         self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
+        self.linger = (
+            None
+            if any(key in config.target.config for key in LINGER_SETTINGS)
+            else LingerSwitch(self.clients, self.partitions.flows.values, self._producer_failed)
+        )
         self.admin_thread = ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.losses = RetentionLosses(metrics)
         self.tasks = [
@@ -200,15 +206,18 @@ class MirrorWorker:
 
     def _next_batch(self) -> list[Message]:
         """What the consumer holds, up to BATCH_SIZE; else wait for the first record to arrive.
+        The producer's linger follows the backlog (`linger.py`).
 
         (`consume` with a timeout waits the whole timeout for a full batch: at low rates that
         would add its timeout to every record's latency.)
         """
         batch = self.clients.consumer.consume(num_messages=BATCH_SIZE, timeout=0)
-        if batch:
-            return batch
-        first = self.clients.consumer.poll(POLL_SECONDS)
-        return [] if first is None else [first]
+        if not batch:
+            first = self.clients.consumer.poll(POLL_SECONDS)
+            batch = [] if first is None else [first]
+        if self.linger is not None:
+            self.linger.after_batch(len(batch) == BATCH_SIZE)
+        return batch
 
     def _serve_reports(self, timeout: float) -> None:
         """Serve the producers' delivery reports; a producer that fails here is replaced."""

@@ -1,0 +1,122 @@
+"""The mirroring producer's `linger.ms` by what the mirror does: short while it keeps up with the
+source, long while it drains a backlog.
+
+librdkafka's idempotent producer (2.16) keeps one request in flight per partition. While the
+answer is out, a partition whose next batch is due (its linger passed) keeps the producer's
+broker thread going round every partition without sleeping (`rd_kafka_toppar_producer_serve`
+asks for an immediate wakeup, then finds the partition may not send). Draining a backlog, an
+answer takes longer than 5 ms and that spin cost as much CPU as the rest of the mirror (perf,
+`docs/performance.md`). A linger longer than the answer takes lets the batch fill instead, and
+costs no latency there: the records waited in the backlog anyway. Caught up, the short linger
+sends each record at once.
+
+A producer's linger is fixed, so a change is a new producer, and only once the old one has
+handed the target every record with a report for each (records of one partition in two
+producers could overtake each other, and the new producer's reports vouch for nothing the old
+one held). A mirror whose `config` sets the linger keeps it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from confluent_kafka import KafkaException
+
+from kafka_mirror.worker.clients import MIRROR_PRODUCER_TUNING, Clients
+from kafka_mirror.worker.flows import PartitionFlow
+
+log = logging.getLogger(__name__)
+
+CAUGHT_UP_LINGER_MS: int = MIRROR_PRODUCER_TUNING["linger.ms"]
+DRAINING_LINGER_MS = 100  # longer than an answer takes under load (20-50 ms measured here)
+DRAINING_AFTER_SECONDS = 1.0  # of full batches: a backlog, not a burst
+# Of short batches only (the consumer had nothing more), with no full one: in a drain the
+# consumer runs short now and then while it waits for a fetch.
+CAUGHT_UP_AFTER_SECONDS = 2.0
+SWITCH_FLUSH_SECONDS = 10.0
+SWITCH_RETRY_SECONDS = 30.0  # after a switch that could not be done
+LINGER_SETTINGS = ("linger.ms", "queue.buffering.max.ms")
+
+
+class LingerPolicy:
+    """Draining once the consumer has handed out full batches for DRAINING_AFTER_SECONDS;
+    caught up once it has handed out only short ones for CAUGHT_UP_AFTER_SECONDS. (While a full
+    producer queue holds the loop to the rest of a batch, no batch comes: no sign either way.)"""
+
+    def __init__(self) -> None:
+        self.full_since: float | None = None  # since when batches come full
+        self.short_since: float | None = None  # since when they come short
+
+    def wants_draining(self, full: bool, now: float) -> bool:
+        if full:
+            self.short_since = None
+            if self.full_since is None:
+                self.full_since = now
+        else:
+            if self.short_since is None:
+                self.short_since = now
+            if now - self.short_since >= CAUGHT_UP_AFTER_SECONDS:
+                self.full_since = None
+        return self.full_since is not None and now - self.full_since >= DRAINING_AFTER_SECONDS
+
+
+class LingerSwitch:
+    def __init__(
+        self,
+        clients: Clients,
+        flows: Callable[[], Iterable[PartitionFlow]],
+        on_producer_failed: Callable[[str], None],
+    ) -> None:
+        self.clients, self.flows, self.on_producer_failed = clients, flows, on_producer_failed
+        self.policy = LingerPolicy()
+        self.draining = False
+        self.retry_at = 0.0
+
+    def after_batch(self, full: bool) -> None:
+        """Called by the loop with each consumed batch (`full`: as many records as it asked
+        for), before it is sent."""
+        now = time.monotonic()
+        draining = self.policy.wants_draining(full, now)
+        if draining == self.draining or now < self.retry_at:
+            return
+        why = self.switch(draining)
+        if why is not None:
+            log.info("the producer's linger stays for now (%s)", why)
+            self.retry_at = now + SWITCH_RETRY_SECONDS
+
+    def switch(self, draining: bool) -> str | None:
+        """Renew the producer with the linger `draining` wants; else say why not now."""
+        # A record queued after its partition's last report (a run cut by a full queue or a
+        # stop) is vouched for only by a later report of the same producer: not now, then.
+        if not self._vouched(waiting_allowed=True):
+            return "a record without a report to come"
+        try:
+            remaining = self.clients.producer.flush(SWITCH_FLUSH_SECONDS)
+        except (KafkaException, SystemError) as error:
+            self.on_producer_failed(str(error))  # the loop replaces it
+            return "the producer failed"
+        if remaining:
+            return f"{remaining} records unacknowledged after {SWITCH_FLUSH_SECONDS:.0f}s"
+        if not self._vouched(waiting_allowed=False):
+            return "a record refused"
+        linger = DRAINING_LINGER_MS if draining else CAUGHT_UP_LINGER_MS
+        self.clients.renew_producer(linger)
+        self.draining = draining
+        log.info(
+            "%s: the producer lingers %d ms",
+            "draining a backlog" if draining else "caught up",
+            linger,
+        )
+        return None
+
+    def _vouched(self, waiting_allowed: bool) -> bool:
+        """Every record the producer holds has a report on its way (or came with one, unless
+        `waiting_allowed`), and none was refused."""
+        return all(
+            flow.refused is None
+            and not flow.unreported_records
+            and (waiting_allowed or not flow.in_flight)
+            for flow in self.flows()
+        )
