@@ -10,7 +10,7 @@ members of a group starting together form one generation), then, per record size
 1. Ceiling: what the brokers themselves sustain here, with Kafka's own perf tools, each run
    once to warm its JVM and then measured: ConsumerPerformance reading the data set from A, and
    ProducerPerformance writing as many records of the size to B (64 partitions, the mirror's
-   producer settings: idempotent, acks=all, 1 MB batches, 5 ms linger), as 1, 2 and 3 producer
+   producer settings: idempotent, acks=all, 1 MB batches, 100 ms linger), as 1, 2 and 3 producer
    processes side by side (the `--candidates`), the best kept: one Java producer's sender
    thread is slower than B, as three mirroring processes showed. A mirror can go no faster than
    the lower of the two; its share of that is reported. `--ceiling-only` measures just this.
@@ -28,9 +28,11 @@ members of a group starting together form one generation), then, per record size
    mirrors) for every record produced after the first 10 s. The percentiles are over all
    runs' records.
 
-Both get the same batching where comparable, offset syncs, checkpoints and heartbeats on, and
-MirrorMaker 2 its launch script's JVM settings. Prints a table with the ratios ours / MM2 and
-writes bench/results/vs_mirrormaker.{json,png} (`vs_mm2_report.py`).
+Both get the same batching where comparable (MirrorMaker 2's producer lingers 100 ms in the
+drains and 5 ms in the latency runs, as ours does by the backlog it sees), offset syncs,
+checkpoints and heartbeats on, and MirrorMaker 2 its launch script's JVM settings. Prints a
+table with the ratios ours / MM2 and writes bench/results/vs_mirrormaker.{json,png}
+(`vs_mm2_report.py`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from vs_mm2_report import MM2, OURS, plot, summarize, table
 
+from kafka_mirror.worker.linger import CAUGHT_UP_LINGER_MS, DRAINING_LINGER_MS
 from kafka_mirror_dev.builds import kafka_libs
 from kafka_mirror_dev.kafka import LocalKafka, java_command
 
@@ -109,7 +112,8 @@ class Mirror:
         self.a, self.b, self.workdir = a, b, workdir
         self.processes: list[subprocess.Popen[Any]] = []
 
-    def start(self, alias: str, includes: str, setting: Setting) -> None:
+    def start(self, alias: str, includes: str, setting: Setting, draining: bool) -> None:
+        """`draining`: a backlog to mirror (the drains), else a steady rate (latency)."""
         raise NotImplementedError
 
     def check_alive(self) -> None:
@@ -134,7 +138,8 @@ class OurWorker(Mirror):
 
     name = OURS
 
-    def start(self, alias: str, includes: str, setting: Setting) -> None:
+    def start(self, alias: str, includes: str, setting: Setting, draining: bool) -> None:
+        # Its producer lingers as `worker/linger.py` decides, by the backlog it sees.
         config = worker_config(self.a, self.b, f"bench/{alias}", [includes], alias=alias)
         # MirrorMaker 2's naming, so both write the same remote topics.
         config["topicNaming"] = {"policy": "prefix"}
@@ -149,7 +154,8 @@ class MirrorMaker2(Mirror):
 
     name = MM2
 
-    def start(self, alias: str, includes: str, setting: Setting) -> None:
+    def start(self, alias: str, includes: str, setting: Setting, draining: bool) -> None:
+        linger = DRAINING_LINGER_MS if draining else CAUGHT_UP_LINGER_MS
         settings = {
             "clusters": f"{alias}, B",
             f"{alias}.bootstrap.servers": self.a.bootstrap_servers,
@@ -161,11 +167,12 @@ class MirrorMaker2(Mirror):
             "refresh.topics.interval.seconds": "5",
             "emit.checkpoints.enabled": "true",
             "emit.heartbeats.enabled": "true",
-            # Our worker's batching: up to 5,000 records a poll, 1 MB batches, 5 ms linger.
+            # Our worker's batching: up to 5,000 records a poll, 1 MB batches, its linger (100 ms
+            # draining a backlog, 5 ms at a steady rate; a fixed 5 ms drained no faster).
             f"{alias}.consumer.max.poll.records": "5000",
             f"{alias}.consumer.fetch.max.bytes": str(64 * 1024 * 1024),
             f"{alias}.consumer.max.partition.fetch.bytes": str(8 * 1024 * 1024),
-            "B.producer.linger.ms": "5",
+            "B.producer.linger.ms": str(linger),
             "B.producer.batch.size": str(1024 * 1024),
             "B.producer.buffer.memory": str(256 * 1024 * 1024),
             # Single-broker clusters.
@@ -245,7 +252,7 @@ class Bench:
             end="",
             flush=True,
         )
-        mirror.start(alias, f"bench-{size}-.*", setting)
+        mirror.start(alias, f"bench-{size}-.*", setting, draining=True)
         try:
             started, first = time.monotonic(), None
             mirrored, cpu_at_first = 0, 0.0
@@ -285,7 +292,7 @@ class Bench:
         create_topic(self.a, topic, PARTITIONS)
         remote = f"{alias}.{topic}"
         print(f"  {mirror.name} ({alias}), {rate:,} records/s for {seconds}s:", end="", flush=True)
-        mirror.start(alias, topic, setting)
+        mirror.start(alias, topic, setting, draining=False)
         consumer = Consumer(
             {
                 "bootstrap.servers": self.b.bootstrap_servers,
@@ -385,7 +392,8 @@ class Bench:
                 *("--throughput", "-1", "--producer-props"),
                 f"bootstrap.servers={self.b.bootstrap_servers}",
                 # The mirrors' producer settings.
-                *("acks=all", "enable.idempotence=true", "linger.ms=5", "batch.size=1048576"),
+                *("acks=all", "enable.idempotence=true", f"linger.ms={DRAINING_LINGER_MS}"),
+                "batch.size=1048576",
                 "buffer.memory=268435456",
                 # The 256 MB buffer does not fit the tools' default 512 MB heap with 1 MB
                 # batches on 64 partitions; MirrorMaker 2 gets 2 GB too.
