@@ -83,7 +83,14 @@ class AuditInputs:
 def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFrame:
     # Offsets that left a log between planning and reading are not an error: those records
     # are simply not compared.
-    reader = spark.read.format("kafka").options(**options).option("failOnDataLoss", "false")
+    reader = (
+        spark.read.format("kafka")
+        .options(**options)
+        .option("failOnDataLoss", "false")
+        # A task stops at its range's end; a fetch there (where the range ends at the log's
+        # end) would otherwise wait the broker's 500 ms for records that are not coming.
+        .option("kafka.fetch.max.wait.ms", "10")
+    )
     for key, value in extra.items():
         reader = reader.option(key, value)
     return reader.load()
