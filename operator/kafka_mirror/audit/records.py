@@ -53,6 +53,12 @@ class PartitionWindow:
         return self.previous.target_offset if self.previous else 0
 
     @property
+    def trimmed(self) -> bool:
+        """The target's retention removed copies from where this run reads the remote
+        partition."""
+        return self.on_target and self.target_start > self.target_resume
+
+    @property
     def audit_from(self) -> int:
         return max(self.start, self.resume)
 
