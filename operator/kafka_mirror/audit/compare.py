@@ -46,14 +46,17 @@ def per_partition(values: Mapping[tuple[str, int], Mapping[str, int]]) -> Column
 
 
 def is_named(copies: Iterable[SyncKey]) -> Column:
-    """Whether a copy (its `remote`, `target_partition`, `target_offset`) is one of `copies`: a
-    literal set, hashed by Spark (`IN` of more than a few values)."""
-    listed = ", ".join(
-        f"named_struct('r', {_sql_string(r)}, 'p', {p}, 'o', {o}L)" for r, p, o in copies
+    """Whether a copy (its `remote`, `target_partition`, `target_offset`) is one of `copies`:
+    per remote partition, its offset in a literal set of numbers (which Spark hashes)."""
+    offsets: dict[tuple[str, int], list[str]] = {}
+    for remote, partition, offset in sorted(copies):
+        offsets.setdefault((remote, partition), []).append(f"{offset}L")
+    cases = " ".join(
+        f"WHEN remote = {_sql_string(r)} AND target_partition = {p} "
+        f"THEN target_offset IN ({', '.join(listed)})"
+        for (r, p), listed in offsets.items()
     )
-    return F.expr(
-        f"named_struct('r', remote, 'p', target_partition, 'o', target_offset) IN ({listed})"
-    )
+    return F.expr(f"CASE {cases} ELSE false END")
 
 
 @dataclass
