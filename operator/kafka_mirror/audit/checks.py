@@ -5,8 +5,9 @@ record before it was acknowledged by the target, so it must be there. A run audi
 from the previous run's verified watermark on (`watermarks.py`), and reads the remote partition
 from where the copies of those records begin; it moves the watermark up to the first record
 that failed. Target records name their
-source record in the provenance header (alias, partition, offset, topic ID), which makes every
-check a join. Only what both sides can still show is compared:
+source record in the provenance header (alias, partition, offset, topic ID), so each source
+record and its copies group together (`compare.py`). Only what both sides can still show is
+compared:
 
 - completeness, per source record of the window: on the target (a copy of the topic's current
   incarnation: copies of a deleted topic's records do not count) with the same content, else

@@ -102,8 +102,9 @@ def compare(
     records = source.select(
         *KEYS, F.col("hash").alias("source_hash"), "cycle", F.col("key").alias("source_key")
     )
-    # A copy an offset sync names is also a group of its own (`named_*` set), so that each
-    # such copy's source offset comes out of the query, however many copies its record has.
+    # A copy an offset sync names is counted among its record's copies and, exploded into a
+    # second row (`named_*` set), is also a group of its own: so each such copy's source offset
+    # comes out of the query, however many copies its record has.
     probe = (
         F.explode(
             F.when(is_named(named), F.array(F.lit(False), F.lit(True))).otherwise(
