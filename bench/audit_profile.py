@@ -40,8 +40,8 @@ PHASES = {
     checks: (
         "newest_checkpoints",
         "offset_syncs_to_check",
-        "summarize_target",
-        "_findings",
+        "first_copies",
+        "compare",
         "check_checkpoints",
         "_verified",
     ),

@@ -5,8 +5,9 @@ record before it was acknowledged by the target, so it must be there. A run audi
 from the previous run's verified watermark on (`watermarks.py`), and reads the remote partition
 from where the copies of those records begin; it moves the watermark up to the first record
 that failed. Target records name their
-source record in the provenance header (alias, partition, offset, topic ID), which makes every
-check a join. Only what both sides can still show is compared:
+source record in the provenance header (alias, partition, offset, topic ID), so each source
+record and its copies group together (`compare.py`). Only what both sides can still show is
+compared:
 
 - completeness, per source record of the window: on the target (a copy of the topic's current
   incarnation: copies of a deleted topic's records do not count) with the same content, else
@@ -26,13 +27,14 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from kafka_mirror.audit.compare import Comparison, Counts, compare, per_partition
 from kafka_mirror.audit.records import (
     AuditInputs,
     PartitionWindow,
@@ -40,7 +42,6 @@ from kafka_mirror.audit.records import (
     target_records,
 )
 from kafka_mirror.audit.report import (
-    EXAMPLES,
     AuditReport,
     BadOffsetSync,
     Distances,
@@ -48,7 +49,6 @@ from kafka_mirror.audit.report import (
     VerifiedPartition,
 )
 from kafka_mirror.audit.translation import (
-    SyncKey,
     check_checkpoints,
     judge_offset_syncs,
     newest_checkpoints,
@@ -60,72 +60,20 @@ from kafka_mirror.audit.watermarks import verified_to
 from kafka_mirror.kafka.formats import Checkpoint
 
 log = logging.getLogger("kafka_mirror.audit")
-KEYS = ["topic", "partition", "offset"]
-KINDS = ("missing", "altered", "duplicates", "expired_on_target")
-PRESENT, CYCLE = "present", "cycle"  # the other kinds of a source record: not findings
 
 
-@dataclass(frozen=True)
-class TargetSummary:
-    """What the checks need of the target's copies, from one Spark job."""
-
-    # Per remote partition, its first copy read: (target_offset, current, offset).
-    first: dict[tuple[str, int], Row]
-    # Per source partition, copies of records that left the source since the last verified one.
-    expired_on_source: dict[tuple[str, int], int]
-    # Per source partition, the first copy (target offset) of a record at or after the
-    # watermark it gets when no record of it fails: max(resume, end).
-    first_after: dict[tuple[str, int], int]
-    # Per copy an offset sync names, the source offset it came from (absent: not there).
-    synced: dict[SyncKey, int]
-
-
-def summarize_target(
-    spark: SparkSession, inputs: AuditInputs, target: DataFrame, syncs: list[SyncKey]
-) -> TargetSummary:
-    """Every per-partition figure of the target in one pass: a Spark job costs about a second
-    whatever its records, so the figures are aggregates of one grouping, not a job each."""
-    bounds = spark.createDataFrame(
-        [(w.topic, w.partition, w.start, w.resume, max(w.resume, w.end)) for w in inputs.windows],
-        "topic string, partition int, start bigint, resume bigint, mark bigint",
-    )
-    rows = target.join(F.broadcast(bounds), ["topic", "partition"], "left")
-    synced = F.lit(False)
-    if syncs:
-        named = spark.createDataFrame(
-            syncs, "remote string, target_partition int, target_offset bigint"
-        ).withColumn("synced", F.lit(True))
-        rows = rows.join(
-            F.broadcast(named), ["remote", "target_partition", "target_offset"], "left"
-        )
-        synced = F.coalesce(F.col("synced"), F.lit(False))
-    current, offset = F.col("current"), F.col("offset")
-    expired = current & (offset < F.col("start")) & (offset >= F.col("resume"))
-    after = current & (offset >= F.col("mark")) & (F.col("target_partition") == F.col("partition"))
-    summary = TargetSummary({}, {}, {}, {})
-    for row in (
-        rows.groupBy("remote", "target_partition", "topic", "partition")
-        .agg(
-            F.min(F.struct("target_offset", "current", "offset")).alias("first"),
-            F.sum(expired.cast("int")).alias("expired"),
-            F.min(F.when(after, F.col("target_offset"))).alias("first_after"),
-            F.collect_list(F.when(synced, F.struct("target_offset", "offset"))).alias("synced"),
-        )
+def first_copies(target: DataFrame, windows: list[PartitionWindow]) -> dict[tuple[str, int], Row]:
+    """Per remote partition whose start the target's retention removed (past where this run
+    reads it from), its first copy read: (target_offset, current, offset). A Spark job, only
+    where there is such a partition."""
+    if not any(w.trimmed for w in windows):
+        return {}
+    rows = (
+        target.groupBy("remote", "target_partition")
+        .agg(F.min(F.struct("target_offset", "current", "offset")).alias("first"))
         .collect()
-    ):
-        remote, source = (row["remote"], row["target_partition"]), (row["topic"], row["partition"])
-        known = summary.first.get(remote)
-        if known is None or row["first"]["target_offset"] < known["target_offset"]:
-            summary.first[remote] = row["first"]
-        if row["expired"]:
-            summary.expired_on_source[source] = int(row["expired"])
-        if row["first_after"] is not None:
-            summary.first_after[source] = min(
-                int(row["first_after"]), summary.first_after.get(source, row["first_after"])
-            )
-        for copy in row["synced"]:
-            summary.synced[(*remote, int(copy["target_offset"]))] = int(copy["offset"])
-    return summary
+    )
+    return {(row["remote"], row["target_partition"]): row["first"] for row in rows}
 
 
 def verifiable_from(
@@ -139,121 +87,13 @@ def verifiable_from(
     for w in windows:
         copy = first.get((w.remote, w.partition))
         # Nothing removed from where the copies are read (the start, or the watermark's).
-        if w.target_start <= w.target_resume or (copy is not None and not copy["current"]):
+        if not w.trimmed or (copy is not None and not copy["current"]):
             bounds[(w.topic, w.partition)] = w.audit_from
         elif copy is None:  # the target's retention removed every copy
             bounds[(w.topic, w.partition)] = w.end
         else:
             bounds[(w.topic, w.partition)] = max(w.audit_from, copy["offset"])
     return bounds
-
-
-Counts = dict[tuple[str, int], tuple[int, int]]  # per source partition: records, cycle skips
-
-
-def _findings(
-    spark: SparkSession,
-    inputs: AuditInputs,
-    source: DataFrame,
-    target: DataFrame,
-    summary: TargetSummary,
-) -> tuple[dict[tuple[str, int], PartitionFinding], Counts]:
-    """Per source partition, what is wrong or unverifiable, and the counts of its records in
-    the window: one Spark job (none when no window has new offsets)."""
-    findings: dict[tuple[str, int], PartitionFinding] = {}
-
-    def finding(topic: str, partition: int) -> PartitionFinding:
-        return findings.setdefault(
-            (topic, partition), PartitionFinding(topic=topic, partition=partition)
-        )
-
-    current = target.where("current")
-    start_of = verifiable_from(inputs.windows, summary.first)
-    bounds = spark.createDataFrame(
-        [
-            (w.topic, w.partition, w.start, w.resume, start_of[(w.topic, w.partition)])
-            for w in inputs.windows
-        ],
-        "topic string, partition int, start bigint, resume bigint, verify_from bigint",
-    )
-    copies = current.select(*KEYS, F.col("hash").alias("copy_hash"))
-    # Where the target compacts, a copy with a newer copy of its key may have been removed.
-    compacted = sorted({w.topic for w in inputs.windows if w.remote in inputs.compacted_remotes})
-    per_record = (
-        source.join(copies, KEYS, "left")
-        .groupBy(*KEYS, "key", "hash", "cycle")
-        .agg(
-            F.count("copy_hash").alias("copies"),
-            F.sum((F.col("copy_hash") == F.col("hash")).cast("int")).alias("same"),
-        )
-        .join(F.broadcast(bounds), ["topic", "partition"])
-    )
-    if compacted:  # else no newest copy to look up: a shuffle less
-        newest = (
-            current.where(F.col("topic").isin(compacted))
-            .groupBy("topic", "partition", "key")
-            .agg(F.max("offset").alias("newest_copy"))
-        )
-        per_record = per_record.join(newest, ["topic", "partition", "key"], "left")
-    else:
-        per_record = per_record.withColumn("newest_copy", F.lit(None).cast("bigint"))
-    removed_on_target = (F.col("offset") < F.col("verify_from")) | (
-        F.coalesce(F.col("newest_copy"), F.lit(-1)) > F.col("offset")
-    )
-    kind = (
-        F.when(F.col("cycle"), CYCLE)
-        .when((F.col("copies") == 0) & removed_on_target, KINDS[3])
-        .when(F.col("copies") == 0, KINDS[0])
-        .when(F.col("copies") > F.col("same"), KINDS[1])
-        .when(F.col("same") > 1, KINDS[2])
-        .otherwise(PRESENT)
-    )
-    found = F.col("kind").isin(*KINDS)
-    new = any(w.end > w.audit_from for w in inputs.windows)
-    rows = (
-        per_record.select(*KEYS, kind.alias("kind"), (F.col("same") - 1).alias("extra"))
-        .groupBy("topic", "partition", "kind")
-        .agg(
-            F.count("*").alias("n"),
-            F.sum(F.when(found, F.col("extra"))).alias("extra"),
-            F.slice(
-                F.sort_array(F.collect_list(F.when(found, F.col("offset")))), 1, EXAMPLES
-            ).alias("examples"),
-        )
-        .collect()
-        if new  # else no job: nothing to compare
-        else []
-    )
-    records: dict[tuple[str, int], int] = {}
-    cycles: dict[tuple[str, int], int] = {}
-    for row in rows:
-        key, n = (row["topic"], row["partition"]), int(row["n"])
-        if row["kind"] == CYCLE:
-            cycles[key] = n
-            finding(*key).skipped_cycles = n
-            continue
-        records[key] = records.get(key, 0) + n
-        found_here = finding(*key) if row["kind"] != PRESENT else None
-        examples = list(row["examples"])
-        if found_here is None:
-            continue
-        if row["kind"] == "missing":
-            found_here.missing, found_here.missing_offsets = n, examples
-        elif row["kind"] == "altered":
-            found_here.altered, found_here.altered_offsets = n, examples
-        elif row["kind"] == "duplicates":
-            found_here.duplicates, found_here.duplicated_offsets = int(row["extra"]), examples
-        else:
-            found_here.expired_on_target = n
-    # Copies of records that left the source since the last verified one (all, on a full run).
-    for (topic, partition), n in summary.expired_on_source.items():
-        finding(topic, partition).expired_on_source = n
-    for w in inputs.windows:
-        if w.loss is not None and w.loss.records:
-            lost = finding(w.topic, w.partition)
-            lost.lost_to_retention, lost.lost_offsets = w.loss.records, [w.loss.first, w.loss.end]
-    counts = {key: (records.get(key, 0), cycles.get(key, 0)) for key in records.keys() | cycles}
-    return findings, counts
 
 
 def judged_in_full(
@@ -273,7 +113,6 @@ def judged_in_full(
 
 
 def _verified(
-    spark: SparkSession,
     inputs: AuditInputs,
     findings: dict[tuple[str, int], PartitionFinding],
     bad_syncs: list[BadOffsetSync],
@@ -301,12 +140,7 @@ def _verified(
         for w in windows
         if to[(w.topic, w.partition)] != max(w.resume, w.end)
     ]
-    marks = F.broadcast(
-        spark.createDataFrame(
-            [(*key, to[key]) for key in stopped],
-            "topic string, partition int, verified_to bigint",
-        )
-    )
+    mark = per_partition({key: {"verified_to": to[key]} for key in stopped})["verified_to"]
     counted = {}
     inside = []
     for w in windows:
@@ -317,9 +151,7 @@ def _verified(
             inside.append(key)
     if inside:
         below = (
-            source.where(~F.col("cycle"))
-            .join(marks, ["topic", "partition"])
-            .where(F.col("offset") < F.col("verified_to"))
+            source.where(~F.col("cycle") & (F.col("offset") < mark))
             .groupBy("topic", "partition")
             .count()
             .collect()
@@ -332,10 +164,8 @@ def _verified(
     first_copy = {key: offset for key, offset in first_after.items() if key not in stopped}
     if stopped:
         after = (
-            current.join(marks, ["topic", "partition"])
-            .where(
-                (F.col("offset") >= F.col("verified_to"))
-                & (F.col("target_partition") == F.col("partition"))
+            current.where(
+                (F.col("offset") >= mark) & (F.col("target_partition") == F.col("partition"))
             )
             .groupBy("topic", "partition")
             .agg(F.min("target_offset").alias("first"))
@@ -378,9 +208,15 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
         resumed,
     )
     syncs = offset_syncs_to_check(inputs)
-    # Read once, used by every job below; the source only by the comparison (and, when a
-    # watermark stopped inside the window, the count below it).
-    target = target_records(spark, inputs).cache()
+    target = target_records(spark, inputs)
+    # Only where a check takes another query (checkpoints, the first copies of a remote
+    # partition whose start was removed, the newest copies where the target compacts) are the
+    # copies kept for it: else the one comparison reads them once.
+    again = checkpoints or any(
+        w.trimmed or w.remote in inputs.compacted_remotes for w in inputs.windows
+    )
+    if again:
+        target = target.cache()
     source = (
         source_records(spark, inputs)
         if windows
@@ -388,21 +224,45 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
             [], "topic string, partition int, offset bigint, key binary, hash bigint, cycle boolean"
         )
     )
-    summary = summarize_target(spark, inputs, target, sync_keys(inputs, syncs))
-    findings, counts = _findings(spark, inputs, source, target, summary)
-    in_window = sum(records for records, _ in counts.values())
-    listed = sorted(findings.values(), key=lambda f: (f.topic, f.partition))
+    # No Spark job at all where there is nothing new to read on either side.
+    on_target = any(max(w.target_start, w.target_resume) < w.target_end for w in inputs.windows)
+    comparison = (
+        compare(
+            inputs,
+            source,
+            target,
+            verifiable_from(inputs.windows, first_copies(target, inputs.windows)),
+            sync_keys(inputs, syncs),
+        )
+        if windows or on_target
+        else Comparison()
+    )
+    for w in inputs.windows:
+        if w.loss is not None and w.loss.records:
+            lost = comparison.finding(w.topic, w.partition)
+            lost.lost_to_retention, lost.lost_offsets = w.loss.records, [w.loss.first, w.loss.end]
+    in_window = sum(records for records, _ in comparison.counts.values())
+    listed = sorted(comparison.findings.values(), key=lambda f: (f.topic, f.partition))
 
     def total(field: str) -> int:
         return sum(getattr(f, field) for f in listed)
 
     current = target.where("current")
-    bad_syncs, syncs_checked, syncs_unverifiable = judge_offset_syncs(inputs, syncs, summary.synced)
+    bad_syncs, syncs_checked, syncs_unverifiable = judge_offset_syncs(
+        inputs, syncs, comparison.synced
+    )
     unsafe, reread, checkpoints_checked = check_checkpoints(spark, inputs, checkpoints, current)
     verified = _verified(
-        spark, inputs, findings, bad_syncs, source, current, counts, summary.first_after
+        inputs,
+        comparison.findings,
+        bad_syncs,
+        source,
+        current,
+        comparison.counts,
+        comparison.first_after,
     )
-    target.unpersist()
+    if again:
+        target.unpersist()
     failed = total("missing") or total("altered") or total("lost_to_retention")
     return AuditReport(
         mirror=inputs.mirror,

@@ -53,6 +53,12 @@ class PartitionWindow:
         return self.previous.target_offset if self.previous else 0
 
     @property
+    def trimmed(self) -> bool:
+        """The target's retention removed copies from where this run reads the remote
+        partition."""
+        return self.on_target and self.target_start > self.target_resume
+
+    @property
     def audit_from(self) -> int:
         return max(self.start, self.resume)
 
@@ -83,7 +89,14 @@ class AuditInputs:
 def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFrame:
     # Offsets that left a log between planning and reading are not an error: those records
     # are simply not compared.
-    reader = spark.read.format("kafka").options(**options).option("failOnDataLoss", "false")
+    reader = (
+        spark.read.format("kafka")
+        .options(**options)
+        .option("failOnDataLoss", "false")
+        # A task stops at its range's end; a fetch there (where the range ends at the log's
+        # end) would otherwise wait the broker's 500 ms for records that are not coming.
+        .option("kafka.fetch.max.wait.ms", "10")
+    )
     for key, value in extra.items():
         reader = reader.option(key, value)
     return reader.load()
