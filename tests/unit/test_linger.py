@@ -70,11 +70,20 @@ def test_a_burst_shorter_than_a_second_keeps_the_short_linger() -> None:
     policy = LingerPolicy()
     assert not any(policy.wants_draining(True, t / 10) for t in range(10))
     assert policy.wants_draining(True, 1.0)
+    policy.draining = True  # the switch was made
     # A short batch or a pause (no batch while the queue is full) does not end the drain.
     assert policy.wants_draining(False, 1.5)
     assert policy.wants_draining(True, 10.0)
     assert policy.wants_draining(False, 11.0)
     assert not policy.wants_draining(False, 11.0 + CAUGHT_UP_AFTER_SECONDS)
+
+
+def test_a_full_batch_now_and_then_at_a_steady_rate_is_no_backlog() -> None:
+    """As after a pause (a rebalance) at a steady rate: full batches seconds apart."""
+    policy = LingerPolicy()
+    for second in range(20):
+        assert not policy.wants_draining(True, second * 1.5)
+        assert not policy.wants_draining(False, second * 1.5 + 0.6)
 
 
 def worker_with_records(**settings: Any) -> tuple[FakeClients, MirrorWorker, LingerSwitch]:

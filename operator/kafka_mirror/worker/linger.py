@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 CAUGHT_UP_LINGER_MS: int = MIRROR_PRODUCER_TUNING["linger.ms"]
 DRAINING_LINGER_MS = 100  # longer than an answer takes under load (20-50 ms measured here)
 DRAINING_AFTER_SECONDS = 1.0  # of full batches: a backlog, not a burst
+FULL_BATCH_GAP_SECONDS = 0.5  # a short batch this long after a full one: no backlog yet
 # Of short batches only (the consumer had nothing more), with no full one: in a drain the
 # consumer runs short now and then while it waits for a fetch.
 CAUGHT_UP_AFTER_SECONDS = 2.0
@@ -41,12 +42,16 @@ LINGER_SETTINGS = ("linger.ms", "queue.buffering.max.ms")
 
 
 class LingerPolicy:
-    """Draining once the consumer has handed out full batches for DRAINING_AFTER_SECONDS;
-    caught up once it has handed out only short ones for CAUGHT_UP_AFTER_SECONDS. (While a full
-    producer queue holds the loop to the rest of a batch, no batch comes: no sign either way.)"""
+    """Draining once the consumer has handed out full batches for DRAINING_AFTER_SECONDS, none
+    a short batch FULL_BATCH_GAP_SECONDS after the last (a full batch now and then, as after a
+    pause at a steady rate, is no backlog); caught up once it has handed out only short ones for
+    CAUGHT_UP_AFTER_SECONDS. (While a full producer queue holds the loop to the rest of a batch,
+    no batch comes: no sign either way.)"""
 
     def __init__(self) -> None:
+        self.draining = False
         self.full_since: float | None = None  # since when batches come full
+        self.last_full = 0.0
         self.short_since: float | None = None  # since when they come short
 
     def wants_draining(self, full: bool, now: float) -> bool:
@@ -54,10 +59,12 @@ class LingerPolicy:
             self.short_since = None
             if self.full_since is None:
                 self.full_since = now
+            self.last_full = now
         else:
             if self.short_since is None:
                 self.short_since = now
-            if now - self.short_since >= CAUGHT_UP_AFTER_SECONDS:
+            caught_up = now - self.short_since >= CAUGHT_UP_AFTER_SECONDS
+            if caught_up or (not self.draining and now - self.last_full > FULL_BATCH_GAP_SECONDS):
                 self.full_since = None
         return self.full_since is not None and now - self.full_since >= DRAINING_AFTER_SECONDS
 
@@ -71,8 +78,11 @@ class LingerSwitch:
     ) -> None:
         self.clients, self.flows, self.on_producer_failed = clients, flows, on_producer_failed
         self.policy = LingerPolicy()
-        self.draining = False
         self.retry_at = 0.0
+
+    @property
+    def draining(self) -> bool:
+        return self.policy.draining
 
     def after_batch(self, full: bool) -> None:
         """Called by the loop with each consumed batch (`full`: as many records as it asked
@@ -103,7 +113,7 @@ class LingerSwitch:
             return "a record refused"
         linger = DRAINING_LINGER_MS if draining else CAUGHT_UP_LINGER_MS
         self.clients.renew_producer(linger)
-        self.draining = draining
+        self.policy.draining = draining
         log.info(
             "%s: the producer lingers %d ms",
             "draining a backlog" if draining else "caught up",
