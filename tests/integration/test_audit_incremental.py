@@ -66,6 +66,30 @@ def test_a_run_after_new_records_audits_only_those_with_the_full_runs_verdict(
     assert verified_offsets(config, topic) == dict.fromkeys(range(3), 120)
 
 
+def test_copies_past_the_committed_offsets_wait_for_the_next_run(
+    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
+) -> None:
+    """A live mirror: its target holds copies of records its group has not committed yet (found
+    on the real node, where such a run crashed). The run audits up to the committed offsets and
+    passes; its watermark's copies start at the first copy after them; the next run, after the
+    commit, audits the rest."""
+    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path, partitions=2, count=200)
+    parsed = WorkerConfig.model_validate(config)
+    commit(kafka_a, parsed.consumer_group, topic, {0: 60, 1: 70})  # copied up to 100 each
+    first = audit(parsed, spark)
+    assert first.result == "Passed", first
+    assert counts(first) == (130, 130, 0)
+    kept = read_watermarks(parsed.target.client_config(), "A", parsed.mirror)
+    assert {w.partition: (w.source_offset, w.target_offset) for w in kept if w.topic == topic} == {
+        0: (60, 60),
+        1: (70, 70),
+    }
+    commit(kafka_a, parsed.consumer_group, topic, dict.fromkeys(range(2), 100))
+    second = audit(parsed, spark)
+    assert second.result == "Passed", second
+    assert counts(second) == (70, 200, 2)
+
+
 def test_a_loss_in_the_new_records_is_found_and_audited_again(
     kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
 ) -> None:

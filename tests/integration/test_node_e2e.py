@@ -112,6 +112,19 @@ class Cluster:
             for item in listing(self.namespace, label_selector=selector).items
         ]
 
+    def explain(self, pods: list[Any]) -> str:
+        """Why each pod ended: its containers' last state and the end of their logs."""
+        lines = []
+        for pod in pods:
+            for c in pod.status.container_statuses or []:
+                lines.append(f"pod {pod.metadata.name}, {c.name}: {c.state.terminated}")
+                lines.append(
+                    self.core.read_namespaced_pod_log(
+                        pod.metadata.name, self.namespace, container=c.name, tail_lines=40
+                    )
+                )
+        return "\n".join(lines)
+
     def diagnostics(self) -> str:
         lines = []
         for pod in self.core.list_namespaced_pod(self.namespace).items:
@@ -254,7 +267,8 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
 
         wait_for(lambda: bool(finished()), 60, "the audit's pod Succeeded")
         done, audits = finished(), cluster.pods(selector)
-        assert not [p for p in audits if p.status.phase == "Failed"], audits
+        failed = [p for p in audits if p.status.phase == "Failed"]
+        assert not failed, cluster.explain(failed)
         for pod in done:
             _check_security(pod, kube_node.image)
 

@@ -133,7 +133,10 @@ def compare(
             F.min(F.when(current, F.col("hash"))).alias("low"),
             F.max(F.when(current, F.col("hash"))).alias("high"),
             F.min(
-                F.when(current & (F.col("target_partition") == F.col("partition")), "target_offset")
+                F.when(
+                    current & (F.col("target_partition") == F.col("partition")),
+                    F.col("target_offset"),  # (a bare name would be a string literal)
+                )
             ).alias("first_copy"),
             # A binary aggregate makes Spark sort the groups: only where it is needed.
             *([F.max("source_key").alias("key")] if compacted else []),
