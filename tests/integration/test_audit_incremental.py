@@ -5,6 +5,7 @@ full-audit request) ignores the watermark; a checkpoint behind it is still judge
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,11 @@ from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.watermarks import read_watermarks
 from kafka_mirror_dev.kafka import LocalKafka
-from tests.helpers.audit import commit, mirror_everything, mirror_new_topic
-from tests.helpers.kafka import admin_for, create_topics, produce, records
-from tests.helpers.worker import wait_for
+from tests.helpers.audit import commit, committed_everything, mirror_everything, mirror_new_topic
+from tests.helpers.content import check_content
+from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
+from tests.helpers.traffic import TrafficGenerator, TrafficSpec
+from tests.helpers.worker import StartWorker, wait_for, worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -88,6 +91,47 @@ def test_copies_past_the_committed_offsets_wait_for_the_next_run(
     second = audit(parsed, spark)
     assert second.result == "Passed", second
     assert counts(second) == (70, 200, 2)
+
+
+def test_runs_while_traffic_flows_and_a_worker_restarts_pass_and_resume(
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
+    spark: SparkSession,
+    start_worker: StartWorker,
+    tmp_path: Path,
+) -> None:
+    """The CronJob's runs overlap the traffic, and a worker restarts between them as a roll
+    restarts it: each run passes and resumes where the last ended; once the traffic is
+    mirrored, a full audit and the records read straight from Kafka agree."""
+    topic = unique()
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    parsed = WorkerConfig.model_validate(config)
+    spec = TrafficSpec(kafka_a.bootstrap_servers, {topic: 3}, rate=2_000)
+    traffic = TrafficGenerator(spec, tmp_path).start()
+    workers = [start_worker(config, "worker-0"), start_worker(config, "worker-1")]
+    checked = 0
+    for run in range(3):
+        wait_for(
+            lambda: sum(end_offsets(kafka_b.bootstrap_servers, f"{topic}.A").values()) > 0,
+            60,
+            "copies on B",
+        )
+        report = audit(parsed, spark)
+        assert report.result == "Passed", report
+        assert report.partitions_resumed == (3 if run else 0)
+        checked += report.records_checked
+        workers[run % 2].stop()
+        workers[run % 2] = start_worker(config, f"worker-{run % 2}-again")
+    stats = traffic.finish()
+    wait_for(lambda: committed_everything(config, topic), 120, "the workers to commit everything")
+    full = audit(parsed, spark, full=True)
+    assert full.result == "Passed", full
+    assert full.records_checked == stats.acked_total >= checked
+    content = check_content(
+        kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
+    )
+    assert content.lossless and content.source_records == stats.acked_total, content
 
 
 def test_a_loss_in_the_new_records_is_found_and_audited_again(
