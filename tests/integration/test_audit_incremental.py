@@ -1,9 +1,9 @@
 """The incremental audit against real Kafka, the real worker and real PySpark: a run after new
 records audits only those, with a full run's verdict; runs on a live mirror (copies past the
 committed offsets, traffic flowing, a worker restarting) pass and resume; a loss among the new
-records is found, and found
-again by the next run; a re-created topic starts over; a full audit (`--full`, or a new
-full-audit request) ignores the watermark; a checkpoint behind it is still judged."""
+records is found, and found again by the next run; a re-created topic starts over; a full audit
+(`--full`, or a new full-audit request) ignores the watermark; a checkpoint behind it is still
+judged."""
 
 from __future__ import annotations
 
