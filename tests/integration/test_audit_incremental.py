@@ -111,21 +111,25 @@ def test_runs_while_traffic_flows_and_a_worker_restarts_pass_and_resume(
     parsed = WorkerConfig.model_validate(config)
     spec = TrafficSpec(kafka_a.bootstrap_servers, {topic: 3}, rate=2_000)
     traffic = TrafficGenerator(spec, tmp_path).start()
-    workers = [start_worker(config, "worker-0"), start_worker(config, "worker-1")]
-    checked = 0
-    for run in range(3):
+    try:
+        workers = [start_worker(config, "worker-0"), start_worker(config, "worker-1")]
         wait_for(
             lambda: sum(end_offsets(kafka_b.bootstrap_servers, f"{topic}.A").values()) > 0,
             60,
             "copies on B",
         )
-        report = audit(parsed, spark)
-        assert report.result == "Passed", report
-        assert report.partitions_resumed == (3 if run else 0)
-        checked += report.records_checked
-        workers[run % 2].stop()
-        workers[run % 2] = start_worker(config, f"worker-{run % 2}-again")
-    stats = traffic.finish()
+        checked = 0
+        for run in range(3):
+            report = audit(parsed, spark)
+            assert report.result == "Passed", report
+            assert report.partitions_resumed == (3 if run else 0)
+            checked += report.records_checked
+            workers[run % 2].stop()
+            workers[run % 2] = start_worker(config, f"worker-{run % 2}-{run}")
+        stats = traffic.finish()
+    finally:
+        if traffic.running():
+            traffic.kill()
     wait_for(lambda: committed_everything(config, topic), 120, "the workers to commit everything")
     full = audit(parsed, spark, full=True)
     assert full.result == "Passed", full
