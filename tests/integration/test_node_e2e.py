@@ -113,21 +113,9 @@ class Cluster:
         ]
 
     def explain(self, pods: list[Any]) -> str:
-        """Why each pod ended: its containers' last state and the end of their logs."""
+        """Each pod's phase, its containers' state and the end of their logs."""
         lines = []
         for pod in pods:
-            for c in pod.status.container_statuses or []:
-                lines.append(f"pod {pod.metadata.name}, {c.name}: {c.state.terminated}")
-                lines.append(
-                    self.core.read_namespaced_pod_log(
-                        pod.metadata.name, self.namespace, container=c.name, tail_lines=40
-                    )
-                )
-        return "\n".join(lines)
-
-    def diagnostics(self) -> str:
-        lines = []
-        for pod in self.core.list_namespaced_pod(self.namespace).items:
             lines.append(f"----- pod {pod.metadata.name}: {pod.status.phase}")
             for c in pod.status.container_statuses or []:
                 lines.append(f"  {c.name}: restarts {c.restart_count}, state {c.state}")
@@ -138,6 +126,10 @@ class Cluster:
                 except client.ApiException as error:
                     log = f"(no log: {error.reason})"
                 lines.append(log)
+        return "\n".join(lines)
+
+    def diagnostics(self) -> str:
+        lines = [self.explain(self.core.list_namespaced_pod(self.namespace).items)]
         events = self.core.list_namespaced_event(self.namespace).items
         lines += [f"event {e.involved_object.name}: {e.reason}: {e.message}" for e in events]
         lines.append(f"mirror status: {self.status()}")
