@@ -70,6 +70,9 @@ class LingerPolicy:
 
 
 class LingerSwitch:
+    """Renews the producer with the linger the policy wants, when it is safe to (else again
+    SWITCH_RETRY_SECONDS later)."""
+
     def __init__(
         self,
         clients: Clients,
