@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -21,11 +22,13 @@ from typing import Any
 
 import psutil
 import yaml
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror.worker.clients import mirror_producer_settings
+from kafka_mirror.worker.linger import DRAINING_LINGER_MS
 from kafka_mirror_dev.builds import kafka_libs
 from kafka_mirror_dev.kafka import LocalKafka, java_command
 from kafka_mirror_dev.processes import free_port
@@ -57,6 +60,47 @@ def produce_perf(
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def librdkafka_produce_rate(
+    cluster: LocalKafka, topic: str, records: int, size: int, producers: int, run: int = 1000
+) -> tuple[float, float]:
+    """Records/s, and cores, of this process writing `records` of `size` bytes to `topic` through
+    `producers` producers with the mirroring producer's settings at its draining linger
+    (partition p through producer p mod n), in runs of `run` records per partition, as a
+    mirroring process writes what its consumer fetched."""
+    settings = mirror_producer_settings(
+        {"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": DRAINING_LINGER_MS}
+    )
+    clients = [Producer(settings) for _ in range(producers)]
+    partitions = len(clients[0].list_topics(topic, timeout=10).topics[topic].partitions)
+    for client in clients[1:]:
+        client.list_topics(topic, timeout=10)
+    value = os.urandom(size)
+    cpu, started = own_cpu_seconds(), time.monotonic()
+    for i in range(records):
+        partition = i // run % partitions
+        client = clients[partition % producers]
+        while True:
+            try:
+                client.produce(topic, value, None, partition)
+                break
+            except BufferError:  # its queue is full: serve the reports, then again
+                for each in clients:
+                    each.poll(0.001)
+        if i % 1000 == 0:
+            for each in clients:
+                each.poll(0)
+    for client in clients:
+        assert client.flush(120) == 0, "records left unacknowledged"
+    elapsed = time.monotonic() - started
+    return records / elapsed, (own_cpu_seconds() - cpu) / elapsed
+
+
+def own_cpu_seconds() -> float:
+    """This process's CPU seconds, all its threads (librdkafka's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def perf_rate(process: subprocess.Popen[str]) -> float:

@@ -7,21 +7,25 @@ Starts its own Kafka clusters A and B (with the brokers' default 3 s group delay
 members of a group starting together form one generation), then, per record size (1 KB and
 100 B; 8 topics x 8 partitions preloaded on A):
 
-1. Ceiling: what the brokers themselves sustain here, with Kafka's own perf tools, each run
-   once to warm its JVM and then measured: ConsumerPerformance reading the data set from A, and
-   ProducerPerformance writing as many records of the size to B (64 partitions, the mirror's
-   producer settings: idempotent, acks=all, 1 MB batches, 100 ms linger), as 1, 2 and 3 producer
-   processes side by side (the `--candidates`), the best kept: one Java producer's sender
-   thread is slower than B, as three mirroring processes showed. A mirror can go no faster than
-   the lower of the two; its share of that is reported. `--ceiling-only` measures just this.
+1. Ceiling: what the brokers themselves sustain here, each tool run once to warm up and then
+   measured: Kafka's ConsumerPerformance reading the data set from A; and writing as many
+   records of the size to B (64 partitions, the mirror's producer settings: idempotent,
+   acks=all, 1 MB batches, 100 ms linger) with 1, 2 and 3 producers side by side (the
+   `--candidates`), both as Kafka's ProducerPerformance processes and as librdkafka producers
+   in one process (`common.librdkafka_produce_rate`), the best kept. A broker serves one
+   request of a connection at a time, so one producer is slower than B; and on two cores the
+   Java tools' own CPU holds them below what B takes from librdkafka. A mirror can go no
+   faster than the lower of reading A and writing B; its share of that is reported.
+   `--ceiling-only` measures just this.
 2. Best parallelism: one drain per candidate (`--candidates`: our worker's processes in one pod,
    MirrorMaker 2's tasks.max), each mirror's fastest kept for (3).
 3. Drains, in two modes, `--rounds` each, alternating ours / MirrorMaker 2 and swapping who goes
    first each round: **best against best** (each at its best parallelism, the whole machine)
    and **equal CPU** (each at parallelism 1, pinned with taskset to the same one CPU). Each run
    mirrors the whole backlog with a fresh source alias (fresh remote topics, groups and internal
-   topics, deleted afterwards). Throughput is timed from the first mirrored record seen on B to
-   the last (start-up excluded for both); CPU seconds are the mirror's processes' own (a worker
+   topics, deleted afterwards). Throughput is timed from the first mirrored records seen on B to
+   the last, and counts the records mirrored in that time (start-up excluded for both); CPU
+   seconds are the mirror's processes' own (a worker
    pod's mirroring processes included) over the same window; memory is their peak resident set.
 4. Latency: a steady produce rate on A, each mirror at its best 1 KB parallelism; a consumer on
    B takes arrival time minus the record's timestamp (set by the producer on A, kept by both
@@ -51,6 +55,7 @@ from common import (
     cpu_seconds,
     create_topic,
     end_offsets,
+    librdkafka_produce_rate,
     peak_rss_bytes,
     perf_rate,
     preload,
@@ -255,13 +260,14 @@ class Bench:
         mirror.start(alias, f"bench-{size}-.*", setting, draining=True)
         try:
             started, first = time.monotonic(), None
-            mirrored, cpu_at_first = 0, 0.0
+            mirrored, cpu_at_first, mirrored_at_first = 0, 0.0, 0
             while mirrored < records:
                 time.sleep(0.25)
                 mirror.check_alive()
                 mirrored = end_offsets(self.target_admin, remote)
                 if mirrored and first is None:
                     first, cpu_at_first = time.monotonic(), mirror.cpu_seconds()
+                    mirrored_at_first = mirrored  # before the clock started: not counted
                 if time.monotonic() - started > 600:
                     raise SystemExit(f"{mirror.name} mirrored {mirrored:,} in 10 minutes")
             seconds = time.monotonic() - (first or started)
@@ -270,7 +276,7 @@ class Bench:
                 mode,
                 setting,
                 size,
-                records,
+                records - mirrored_at_first,
                 seconds,
                 mirror.cpu_seconds() - cpu_at_first,
                 mirror.peak_rss_bytes(),
@@ -349,12 +355,26 @@ class Bench:
 
     def ceiling(self, size: int, records: int, parallelism: list[int]) -> dict[str, float]:
         """Records/s the brokers sustain here: reading the data set from A, writing as many
-        records to B with each count of producers side by side; each tool's second run (the
-        first warms its JVM)."""
+        records to B with each count of producers side by side, by Kafka's Java tool and by
+        librdkafka; each tool's second run (the first warms it up)."""
         consume = [self.consumer_rate(size, records, run) for run in range(2)][-1]
         self.producer_rate(size, records, 0, 1)  # warm-up
-        produce = max(self.producer_rate(size, records, n, n) for n in parallelism)
-        return {"consume_a": round(consume), "produce_b": round(produce)}
+        java = max(self.producer_rate(size, records, n, n) for n in parallelism)
+        self.librdkafka_rate(size, records // 4, 1)  # warm-up
+        librdkafka = max(self.librdkafka_rate(size, records, n) for n in parallelism)
+        return {
+            "consume_a": round(consume),
+            "produce_b": round(max(java, librdkafka)),
+            "produce_b_java": round(java),
+            "produce_b_librdkafka": round(librdkafka),
+        }
+
+    def librdkafka_rate(self, size: int, records: int, producers: int) -> float:
+        topic = f"ceiling-{size}-librdkafka-{producers}"
+        create_topic(self.b, topic, TOPICS * PARTITIONS)
+        rate, _cores = librdkafka_produce_rate(self.b, topic, records, size, producers)
+        self.target_admin.delete_topics([topic])[topic].result()
+        return rate
 
     def consumer_rate(self, size: int, records: int, run: int) -> float:
         output = subprocess.run(

@@ -52,7 +52,7 @@ def summarize(
 ) -> dict[str, Any]:
     by_size: dict[str, Any] = {}
     for size in args.sizes:
-        ceiling = min(ceilings[size].values())
+        ceiling = min(ceilings[size]["consume_a"], ceilings[size]["produce_b"])
         entry: dict[str, Any] = {
             "records": args.records[size],
             "ceiling_records_per_second": {**ceilings[size], "lower": ceiling},
@@ -135,7 +135,8 @@ def table(summary: dict[str, Any]) -> str:
                 f"{size} B: the brokers' ceiling (records/s)",
                 f"consume A {ceiling['consume_a']:,.0f}",
                 f"produce B {ceiling['produce_b']:,.0f}",
-                "",
+                f"(Java {ceiling['produce_b_java']:,.0f}, "
+                f"librdkafka {ceiling['produce_b_librdkafka']:,.0f})",
             )
         )
     latency = summary["latency"]
