@@ -63,18 +63,23 @@ def produce_perf(
 
 
 def librdkafka_produce_rate(
-    cluster: LocalKafka, topic: str, records: int, size: int, producers: int, run: int = 1000
+    cluster: LocalKafka,
+    topic: str,
+    partitions: int,
+    records: int,
+    size: int,
+    producers: int,
+    run: int = 1000,
 ) -> tuple[float, float]:
-    """Records/s, and cores, of this process writing `records` of `size` bytes to `topic` through
-    `producers` producers with the mirroring producer's settings at its draining linger
-    (partition p through producer p mod n), in runs of `run` records per partition, as a
-    mirroring process writes what its consumer fetched."""
+    """Records/s, and cores, of this process writing `records` of `size` bytes to `topic` (of
+    `partitions` partitions) through `producers` producers with the mirroring producer's
+    settings at its draining linger (partition p through producer p mod n), in runs of `run`
+    records per partition, as a mirroring process writes what its consumer fetched."""
     settings = mirror_producer_settings(
         {"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": DRAINING_LINGER_MS}
     )
     clients = [Producer(settings) for _ in range(producers)]
-    partitions = len(clients[0].list_topics(topic, timeout=10).topics[topic].partitions)
-    for client in clients[1:]:
+    for client in clients:
         client.list_topics(topic, timeout=10)
     value = os.urandom(size)
     cpu, started = own_cpu_seconds(), time.monotonic()

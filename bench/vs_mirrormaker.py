@@ -372,7 +372,9 @@ class Bench:
     def librdkafka_rate(self, size: int, records: int, producers: int) -> float:
         topic = f"ceiling-{size}-librdkafka-{producers}"
         create_topic(self.b, topic, TOPICS * PARTITIONS)
-        rate, _cores = librdkafka_produce_rate(self.b, topic, records, size, producers)
+        rate, _cores = librdkafka_produce_rate(
+            self.b, topic, TOPICS * PARTITIONS, records, size, producers
+        )
         self.target_admin.delete_topics([topic])[topic].result()
         return rate
 
