@@ -10,11 +10,7 @@ from typing import cast
 
 from confluent_kafka import Producer
 
-from kafka_mirror.worker.clients import (
-    MirroringProducers,
-    member_settings,
-    mirror_producer_settings,
-)
+from kafka_mirror.worker.clients import MirroringProducers
 from tests.helpers.worker_fakes import (
     PARTITIONS,
     REMOTE,
@@ -75,11 +71,3 @@ def test_a_flush_waits_for_every_producer_and_counts_what_is_left() -> None:
     second.queue += [(1, 0, None), (1, 1, None)]
     assert clients.producer.flush(0) == 3  # no time to wait: nothing acknowledged
     assert clients.producer.flush(1.0) == 0 and not first.queue and not second.queue
-
-
-def test_the_producers_share_the_process_queue_limits_a_mirror_may_set() -> None:
-    defaults = member_settings(mirror_producer_settings({}), 2)
-    assert defaults["queue.buffering.max.kbytes"] == 128 * 1024
-    assert defaults["queue.buffering.max.messages"] == 100_000
-    mine = member_settings(mirror_producer_settings({"queue.buffering.max.kbytes": "1001"}), 2)
-    assert mine["queue.buffering.max.kbytes"] == 500 and mine["acks"] == "all"

@@ -45,7 +45,6 @@ MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "message.timeout.ms": 0,  # never time a record out
     "message.max.bytes": PRODUCER_MAX_REQUEST_BYTES,
 }
-PRODUCER_QUEUE_LIMITS = ("queue.buffering.max.messages", "queue.buffering.max.kbytes")
 # Throughput defaults a mirror's `config` may change.
 MIRROR_PRODUCER_TUNING: dict[str, Any] = {
     "linger.ms": 5,
@@ -64,15 +63,6 @@ def mirror_producer_settings(target: dict[str, Any]) -> dict[str, Any]:
     """The mirroring producer's settings: the cluster's own (connection and the mirror's tuning
     `config`) over the worker's tuning defaults, and the guarantees over both."""
     return {**MIRROR_PRODUCER_TUNING, **target, **MIRROR_PRODUCER_GUARANTEES}
-
-
-def member_settings(settings: dict[str, Any], members: int) -> dict[str, Any]:
-    """One of `members` mirroring producers' settings: the queue limits are the process's (the
-    memory a pod is sized for), each producer gets its share."""
-    return {
-        **settings,
-        **{key: max(int(settings[key]) // members, 1) for key in PRODUCER_QUEUE_LIMITS},
-    }
 
 
 class ClientErrors:
@@ -261,8 +251,9 @@ class Clients:
         return old
 
     def _mirroring_producers(self) -> MirroringProducers:
-        settings = member_settings(self.producer_settings, MIRRORING_PRODUCERS)
-        return MirroringProducers([Producer(settings) for _ in range(MIRRORING_PRODUCERS)])
+        return MirroringProducers(
+            [Producer(self.producer_settings) for _ in range(MIRRORING_PRODUCERS)]
+        )
 
     def close(self) -> None:
         """Leave the group (serving the revocation callback) and close the readers."""
