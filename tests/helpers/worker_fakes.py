@@ -15,14 +15,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.topics import TopicPlan
-from kafka_mirror.worker.clients import MirroringProducers
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.mirror import MirrorWorker
 
@@ -81,7 +80,6 @@ class Target:
 
     acknowledged: list[set[int]] = field(default_factory=lambda: [set() for _ in range(PARTITIONS)])
     denied: bool = False
-    downstream: int = 0  # the last offset written (one log for all: the model needs no more)
 
 
 class FakeConsumer:
@@ -166,6 +164,7 @@ class FakeProducer:
         self.fatal = "fatal: gapless guarantee"  # the fatal error's message, once failed
         self.refuse_next: int | None = None
         self.unknown: set[int] = set()  # partitions refused until the metadata is refreshed
+        self.downstream = 0
         self.sent: dict[tuple[int, int], list[tuple[str, bytes]]] = {}  # headers, as queued
 
     def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
@@ -195,8 +194,8 @@ class FakeProducer:
         for partition, upstream, callback in self.queue[:count]:
             self.target.acknowledged[partition].add(upstream)
             if callback is not None:
-                self.target.downstream += 1
-                self.reports.append((callback, None, self.target.downstream))
+                self.downstream += 1
+                self.reports.append((callback, None, self.downstream))
         del self.queue[:count]
 
     def refuse_partition(self, partition: int) -> None:
@@ -245,9 +244,6 @@ class FakeAdmin:
     def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
         return {}  # no size limit known: the loop checks none
 
-    def list_topics(self, *args: Any, **kwargs: Any) -> None:
-        return None  # the target answers
-
 
 class FakeClients:
     def __init__(
@@ -257,44 +253,19 @@ class FakeClients:
         rng: random.Random,
         capacity: int,
         remote: str = REMOTE,
-        producers: int = 1,
     ) -> None:
         self.consumer = FakeConsumer(source, rng)
         self.target, self.capacity, self.remote = target, capacity, remote
-        self.producers = producers
-        self.producer = self._mirroring_producers()
-        self.source_syncs_producer = None
+        self.producer = FakeProducer(target, capacity, remote)
+        self.syncs_producer = self.checkpoints_producer = self.producer
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
         self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
 
-    @property
-    def syncs_producer(self) -> FakeProducer:
-        return self.only
-
-    @property
-    def checkpoints_producer(self) -> FakeProducer:
-        return self.only
-
-    @property
-    def fakes(self) -> list[FakeProducer]:
-        """The mirroring producers."""
-        return cast(list[FakeProducer], self.producer.members)
-
-    @property
-    def only(self) -> FakeProducer:
-        """The first mirroring producer (the only one unless `producers` said more)."""
-        return self.fakes[0]
-
-    def renew_producer(self, linger_ms: int | None = None) -> MirroringProducers:
-        old, self.producer = self.producer, self._mirroring_producers()
+    def renew_producer(self, linger_ms: int | None = None) -> FakeProducer:
+        old, self.producer = self.producer, FakeProducer(self.target, self.capacity, self.remote)
+        self.syncs_producer = self.producer
         return old
-
-    def _mirroring_producers(self) -> MirroringProducers:
-        fakes = [
-            FakeProducer(self.target, self.capacity, self.remote) for _ in range(self.producers)
-        ]
-        return MirroringProducers(cast(list[Producer], fakes))
 
     def close(self) -> None:
         self.consumer.close()

@@ -31,8 +31,6 @@ from tests.helpers.worker_fakes import (
     unacknowledged_below_commits,
 )
 
-MEMBERS = st.integers(0, 1)  # which of the two mirroring producers
-
 
 class CommitModel(RuleBasedStateMachine):
     def __init__(self) -> None:
@@ -45,8 +43,7 @@ class CommitModel(RuleBasedStateMachine):
         self.start_worker()
 
     def start_worker(self) -> None:
-        # Two mirroring producers, as the worker has: each partition through one of them.
-        self.clients = FakeClients(self.source, self.target, self.rng, self.capacity, producers=2)
+        self.clients = FakeClients(self.source, self.target, self.rng, self.capacity)
         self.worker = fake_worker(self.clients, offsetSyncs={"location": "target", "maxLag": 3})
 
     # --- the world ------------------------------------------------------------------------
@@ -56,27 +53,25 @@ class CommitModel(RuleBasedStateMachine):
         """Records (True) and transaction markers (False) appended to a source partition."""
         self.source.logs[partition] += [r or i % 3 == 0 for i, r in enumerate(records)]
 
-    @rule(member=MEMBERS, count=st.integers(0, 20))
-    def target_acknowledges(self, member: int, count: int) -> None:
-        self.clients.fakes[member].deliver(count)
+    @rule(count=st.integers(0, 20))
+    def target_acknowledges(self, count: int) -> None:
+        self.clients.producer.deliver(count)
 
     @rule(partition=st.integers(0, PARTITIONS - 1))
     def target_refuses_a_partition(self, partition: int) -> None:
-        for producer in self.clients.fakes:
-            producer.refuse_partition(partition)
+        self.clients.producer.refuse_partition(partition)
 
     @rule(
-        member=MEMBERS,
         culprit=st.none()
         | st.tuples(
             st.integers(0, PARTITIONS - 1),
             st.sampled_from([DENIED, KafkaError.INVALID_RECORD, KafkaError._STATE]),
-        ),
+        )
     )
-    def producer_fails(self, member: int, culprit: tuple[int, int] | None) -> None:
-        """A producer fails; librdkafka names the partition and the error of the batch the
+    def producer_fails(self, culprit: tuple[int, int] | None) -> None:
+        """The producer fails; librdkafka names the partition and the error of the batch the
         target refused, if that was the cause."""
-        producer = self.clients.fakes[member]
+        producer = self.clients.producer
         producer.failed = True
         if culprit is not None:
             partition, code = culprit
@@ -91,21 +86,19 @@ class CommitModel(RuleBasedStateMachine):
         """What the producer's metadata says when an ACL denies the topic: every record of it
         held fails (reported ones with the error) and produce() refuses new ones."""
         self.target.denied = True
-        for producer in self.clients.fakes:
-            producer.fail_held(set(range(PARTITIONS)), DENIED)
+        self.clients.producer.fail_held(set(range(PARTITIONS)), DENIED)
 
     @rule()
     def target_allows_the_topic_again(self) -> None:
         self.target.denied = False
 
     @rule(
-        member=MEMBERS,
         code=st.sampled_from(
             [KafkaError._UNKNOWN_PARTITION, KafkaError.MSG_SIZE_TOO_LARGE, KafkaError._STATE]
-        ),
+        )
     )
-    def next_produce_is_refused(self, member: int, code: int) -> None:
-        self.clients.fakes[member].refuse_next = code
+    def next_produce_is_refused(self, code: int) -> None:
+        self.clients.producer.refuse_next = code
 
     # --- the worker -----------------------------------------------------------------------
 
@@ -165,8 +158,7 @@ class CommitModel(RuleBasedStateMachine):
     def stop_and_restart(self, flush: bool) -> None:
         """SIGTERM (the shutdown barrier and leaving the group), then a new worker."""
         if not flush:
-            for producer in self.clients.fakes:
-                producer.failed = True  # nothing more acknowledged after the stop
+            self.clients.producer.failed = True  # nothing more acknowledged after the stop
         self.worker.stopping.set()
         self.worker.run()  # ends at once: the barrier, then close (revocation)
         self.start_worker()

@@ -164,15 +164,15 @@ def test_the_identity_worker_skips_copies_mirrors_the_rest_and_settles(
 
     for _ in range(1000):  # rounds of the loop; the consumer hands out 0 to 12 records each
         worker.sender.send(worker._next_batch())
-        clients.only.deliver(100)
+        clients.producer.deliver(100)
         worker._serve_reports(0)
         if clients.consumer.position[0] == len(kinds):
             break
     worker._commit()
 
-    mirrored = {offset for (partition, offset) in clients.only.sent if partition == 0}
+    mirrored = {offset for (partition, offset) in clients.producer.sent if partition == 0}
     assert mirrored == {i for i, kind in enumerate(kinds) if not KINDS[kind][1]}
-    for (_, offset), headers in clients.only.sent.items():
+    for (_, offset), headers in clients.producer.sent.items():
         assert headers[:-1] == source.headers[(0, offset)]  # the record's own, unchanged
         assert Provenance.decode(headers[-1][1]) == Provenance("A", 0, offset, A_T)
     assert source.committed[0] == len(kinds)
@@ -186,7 +186,7 @@ def test_the_identity_worker_skips_copies_mirrors_the_rest_and_settles(
         flow.settled() and flow.waiting_since is None for flow in worker.partitions.flows.values()
     )
     assert worker.producer_failure is None
-    assert not any(w.stalled(None, now=10**9) for w in worker.delivery_watches)
+    assert not worker.delivery_watch.stalled(None, now=10**9)
 
 
 # --- the topic refresh --------------------------------------------------------------------

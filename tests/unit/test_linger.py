@@ -101,10 +101,10 @@ def worker_with_records(**settings: Any) -> tuple[FakeClients, MirrorWorker, Lin
 def test_the_switch_renews_the_producer_once_everything_is_vouched_for() -> None:
     clients, worker, switch = worker_with_records()
     old = clients.producer
-    assert old.first.queue, "records wait for the target"
+    assert old.queue, "records wait for the target"
     assert switch.switch(True) is None
-    assert clients.producer is not old and not old.first.queue  # flushed first, then renewed
-    assert switch.draining and clients.syncs_producer is clients.producer.first
+    assert clients.producer is not old and not old.queue  # flushed first, then renewed
+    assert switch.draining and clients.syncs_producer is clients.producer
     assert all(f.settled() for f in worker.partitions.flows.values())
 
 
@@ -114,20 +114,20 @@ def test_no_switch_while_a_record_waits_for_a_later_report() -> None:
     flow = next(iter(worker.partitions.flows.values()))
     flow.unreported_records += 1  # queued after its partition's last report
     assert switch.switch(True) == "a record without a report to come"
-    assert clients.producer is old and old.first.queue and not switch.draining
+    assert clients.producer is old and old.queue and not switch.draining
 
 
 def test_no_switch_while_the_target_has_not_acknowledged_everything() -> None:
     clients, _worker, switch = worker_with_records()
     old = clients.producer
-    old.first.flush = lambda timeout=0: len(old.first.queue)  # the target answers nothing
+    old.flush = lambda timeout=0: len(old.queue)  # the target answers nothing
     assert switch.switch(True).endswith("records unacknowledged after 10s")
     assert clients.producer is old and not switch.draining
 
 
 def test_a_failed_producer_is_left_to_the_loop() -> None:
     clients, worker, switch = worker_with_records()
-    clients.only.failed = True
+    clients.producer.failed = True
     assert switch.switch(True) == "the producer failed"
     assert worker.producer_failure is not None
 

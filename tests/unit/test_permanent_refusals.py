@@ -58,7 +58,7 @@ def mirror_on(worker: MirrorWorker, clients: FakeClients, rounds: int = 60) -> N
     """Rounds of the loop, the target acknowledging everything, and commits."""
     for _ in range(rounds):
         loop_once(worker)
-        clients.only.deliver(10_000)
+        clients.producer.deliver(10_000)
         worker._serve_reports(0)
         worker._commit()
 
@@ -108,9 +108,9 @@ def test_write_denied_stops_every_partition_of_the_topic_at_once() -> None:
     worker, clients = mirror(records=20)
     for p in range(PARTITIONS):
         worker.sender.send(batch(p, range(10)))
-    clients.only.deliver(5)  # the first five records of partition 0
+    clients.producer.deliver(5)  # the first five records of partition 0
     worker._serve_reports(0)
-    clients.only.failed, clients.only.fatal = True, fatal(1, DENIED)
+    clients.producer.failed, clients.producer.fatal = True, fatal(1, DENIED)
     mirror_on(worker, clients, rounds=10)
 
     assert {p: stop.offset for p, stop in stops(worker).items()} == {0: 5, 1: 0, 2: 0}
@@ -128,7 +128,7 @@ def test_a_record_the_target_refuses_stops_its_partition_alone() -> None:
     worker, clients = mirror(records=20)
     for p in range(PARTITIONS):
         worker.sender.send(batch(p, range(10)))
-    clients.only.failed, clients.only.fatal = True, fatal(1, INVALID)
+    clients.producer.failed, clients.producer.fatal = True, fatal(1, INVALID)
     mirror_on(worker, clients)
 
     assert list(stops(worker)) == [1] and stops(worker)[1].offset == 0
@@ -140,7 +140,7 @@ def test_a_report_of_denied_write_stops_the_whole_topic() -> None:
     worker, clients = mirror(records=10)
     for p in range(PARTITIONS):
         worker.sender.send(batch(p, range(10)))
-    clients.only.fail_held({2}, DENIED)
+    clients.producer.fail_held({2}, DENIED)
     worker._serve_reports(0)
     assert set(stops(worker)) == set(range(PARTITIONS)) and replaced(worker) == 0
 
@@ -152,16 +152,16 @@ def test_a_topic_its_metadata_denies_stops_at_the_first_unacknowledged_record() 
     once the topic is allowed again."""
     worker, clients = mirror(records=15)
     worker.sender.send(batch(0, range(5)))
-    clients.only.deliver(5)
+    clients.producer.deliver(5)
     worker._serve_reports(0)
-    clients.only.capacity = 3
+    clients.producer.capacity = 3
     worker.sender.send(batch(0, range(5, 15)))  # 5-7 queued, none reported yet; the rest waits
     assert (
         worker.partitions.flows[(TOPIC, 0)].acknowledged == 5
         and len(worker.partitions.backlog) == 7
     )
     clients.target.denied = True
-    clients.only.fail_held({0}, DENIED)
+    clients.producer.fail_held({0}, DENIED)
     loop_once(worker)  # produce() refuses record 8
 
     assert {p: stop.offset for p, stop in stops(worker).items()} == {0: 5}
@@ -181,7 +181,7 @@ def test_a_held_partition_that_stops_stays_paused_until_its_retry() -> None:
     worker.partitions.flows[(TOPIC, 0)].waiting_since = 0.0  # … for long
     worker.partitions.hold_unacknowledged()
     assert worker.partitions.flows[(TOPIC, 0)].held and clients.consumer.paused == {0}
-    clients.only.failed, clients.only.fatal = True, fatal(0, INVALID)
+    clients.producer.failed, clients.producer.fatal = True, fatal(0, INVALID)
     loop_once(worker)
     loop_once(worker)
     assert 0 in stops(worker)

@@ -81,8 +81,7 @@ class BatchSender:
         )
         if flow is None or flow.stop or flow.held:
             return True  # not mirrored, or paused at an earlier record
-        remote, on_delivery = flow.remote, flow.on_delivery
-        produce = self.clients.producer.of(remote, partition).produce
+        produce, remote, on_delivery = self.clients.producer.produce, flow.remote, flow.on_delivery
         pack, prefix, suffix = flow.pack_provenance, flow.provenance_prefix, flow.provenance_suffix
         in_flight, max_lag = flow.in_flight, flow.emitter.max_lag
         last = end - 1

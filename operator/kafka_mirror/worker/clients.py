@@ -35,7 +35,6 @@ ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Client
 # The largest request the producer builds: above any topic's usual max.message.bytes, below
 # the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
-MIRRORING_PRODUCERS = 2  # more wrote no more (`bench/producer_ceiling.py`)
 CLOSE_FLUSH_SECONDS = 5.0  # for checkpoints still on their way when the worker stops
 
 MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
@@ -106,56 +105,10 @@ class ClientErrors:
             log.log(level, "%s", message)
 
 
-class MirroringProducers:
-    """The target producers the records are mirrored through, MIRRORING_PRODUCERS of them: a
-    broker serves one request of a connection at a time, and one producer (one connection per
-    broker) writes about 130,000 records/s of 1 KB to a broker, whatever the CPU
-    (`bench/producer_ceiling.py`). Each remote partition always goes through the same one: its
-    records stay in order, and a report of that producer vouches for every earlier record of
-    it (the gapless guarantee). Offset syncs and heartbeats go through the first."""
-
-    def __init__(self, members: list[Producer]) -> None:
-        self.members = members
-
-    @property
-    def first(self) -> Producer:
-        return self.members[0]
-
-    def index(self, remote: str, partition: int) -> int:
-        """Which member writes `remote`'s `partition` (a topic's partitions take turns)."""
-        return (hash(remote) + partition) % len(self.members)
-
-    def of(self, remote: str, partition: int) -> Producer:
-        return self.members[self.index(remote, partition)]
-
-    def poll(self, timeout: float) -> None:
-        """Serve every member's reports, waiting up to `timeout` on the first's."""
-        for member in self.members:
-            member.poll(timeout)
-            timeout = 0
-
-    def flush(self, timeout: float) -> int:
-        """Wait up to `timeout` in all for the target to acknowledge what every member holds;
-        how many records are still unacknowledged."""
-        deadline, remaining = time.monotonic() + timeout, 0
-        for member in self.members:
-            remaining += member.flush(max(deadline - time.monotonic(), 0))
-        return remaining
-
-    def purge(self) -> None:
-        for member in self.members:
-            member.purge()
-
-    def list_topics(self, topic: str, timeout: float) -> None:
-        """Read the topic's metadata again in every member."""
-        for member in self.members:
-            member.list_topics(topic, timeout=timeout)
-
-
 class Clients:
-    """Admin clients of both clusters, the source consumer (the workers' group), the mirroring
-    producers, the offset-syncs producer (the first mirroring producer unless syncs live on
-    the source), the checkpoints producer and the readers of the internal topics."""
+    """Admin clients of both clusters, the source consumer (the workers' group), the target
+    producer, the offset-syncs producer (the target producer unless syncs live on the source),
+    the checkpoints producer and the readers of the internal topics."""
 
     def __init__(
         self, config: WorkerConfig, on_error: ErrorCallback, on_commit: CommitCallback
@@ -200,9 +153,9 @@ class Clients:
             **mirror_producer_settings(target),
             "error_cb": on_error("target"),
         }
-        self.producer = self._mirroring_producers()
+        self.producer = Producer(self.producer_settings)
         self.syncs_at_source = config.offset_syncs.location == "source"
-        self.source_syncs_producer = (
+        self.syncs_producer = (
             Producer(
                 {
                     **source,
@@ -212,7 +165,7 @@ class Clients:
                 }
             )
             if self.syncs_at_source
-            else None
+            else self.producer
         )
         # Checkpoints go out, and are waited for, on the checkpoint task's own thread: a producer
         # of its own, so that waiting for them never waits for the mirrored records.
@@ -229,10 +182,6 @@ class Clients:
         self.checkpoints_reader = Consumer({**target, **readers})
 
     @property
-    def syncs_producer(self) -> Producer:
-        return self.source_syncs_producer or self.producer.first
-
-    @property
     def syncs_admin(self) -> AdminClient:
         return self.source_admin if self.syncs_at_source else self.target_admin
 
@@ -242,18 +191,18 @@ class Clients:
         self.source_admin = AdminClient(self.admin_settings["source"])
         self.target_admin = AdminClient(self.admin_settings["target"])
 
-    def renew_producer(self, linger_ms: int | None = None) -> MirroringProducers:
-        """New mirroring producers in place of the current ones, which are returned (to purge);
-        with `linger_ms`, they and the ones after them linger that long."""
+    def renew_producer(self, linger_ms: int | None = None) -> Producer:
+        """A new target producer in place of the current one, which is returned (to purge);
+        with `linger_ms`, it and the producers after it linger that long."""
         if linger_ms is not None:
             self.producer_settings["linger.ms"] = linger_ms
-        old, self.producer = self.producer, self._mirroring_producers()
+        old, self.producer = self.producer, Producer(self.producer_settings)
+        if self.syncs_producer is old:
+            self.syncs_producer = self.producer
         return old
 
-    def _mirroring_producers(self) -> MirroringProducers:
-        return MirroringProducers(
-            [Producer(self.producer_settings) for _ in range(MIRRORING_PRODUCERS)]
-        )
+    def producers(self) -> list[Producer]:
+        return list({id(p): p for p in (self.producer, self.syncs_producer)}.values())
 
     def close(self) -> None:
         """Leave the group (serving the revocation callback) and close the readers."""

@@ -110,10 +110,7 @@ class MirrorWorker:
             self._consume_event,
             self._producer_failed,
         )
-        # One per mirroring producer: one can stall while the others go on.
-        self.delivery_watches = [
-            DeliveryWatch(PRODUCER_STALL_SECONDS) for _ in self.clients.producer.members
-        ]
+        self.delivery_watch = DeliveryWatch(PRODUCER_STALL_SECONDS)
         self.linger = (
             None
             if any(key in config.target.config for key in LINGER_SETTINGS)
@@ -231,8 +228,8 @@ class MirrorWorker:
         except (KafkaException, SystemError) as error:
             self.producer_failure = str(error)
         self.partitions.rewind_refused()
-        if self.clients.source_syncs_producer is not None:
-            self.clients.source_syncs_producer.poll(0)
+        if self.clients.syncs_producer is not self.clients.producer:
+            self.clients.syncs_producer.poll(0)
 
     def _task_failed(self, name: str, error: Exception) -> None:
         self.metrics.errors.labels(name).inc()
@@ -273,8 +270,7 @@ class MirrorWorker:
         old.purge()
         with suppress(KafkaException, SystemError):
             old.poll(0)  # its purged records' reports, to abandoned flows
-        for watch in self.delivery_watches:
-            watch.progress = None
+        self.delivery_watch.progress = None
 
     # --- progress -------------------------------------------------------------------------
 
@@ -308,8 +304,8 @@ class MirrorWorker:
             self.producer_failure, remaining = str(error), -1
         if remaining and timeout:
             log.warning("the target has not acknowledged everything: committing what it has")
-        if self.clients.source_syncs_producer is not None:
-            self.clients.source_syncs_producer.flush(min(timeout, 5.0))
+        if self.clients.syncs_producer is not self.clients.producer:
+            self.clients.syncs_producer.flush(min(timeout, 5.0))
         self.partitions.publish_figures()
         keys = None if partitions is None else {(tp.topic, tp.partition) for tp in partitions}
         flows = self.partitions.flows.items()
@@ -412,18 +408,9 @@ class MirrorWorker:
         self.checkpoint_task.run(owned)
 
     def _check_deliveries(self) -> None:
-        progress: dict[int, int] = {}  # by mirroring producer, of the partitions waiting
-        for flow in self.partitions.flows.values():
-            if not flow.settled():
-                member = self.clients.producer.index(flow.remote, flow.partition)
-                progress[member] = progress.get(member, 0) + flow.acknowledged
-        now = time.monotonic()
-        stalled = [
-            member
-            for member, watch in enumerate(self.delivery_watches)
-            if watch.stalled(progress.get(member), now)
-        ]
-        if not stalled:
+        flows = self.partitions.flows.values()
+        waiting = [flow.acknowledged for flow in flows if not flow.settled()]
+        if not self.delivery_watch.stalled(sum(waiting) if waiting else None, time.monotonic()):
             return
         if not self.reachable["target"]:
             return  # the target is down: waiting for it is right
@@ -431,11 +418,11 @@ class MirrorWorker:
             self.clients.target_admin.list_topics(timeout=TARGET_PROBE_SECONDS)
         except KafkaException:
             return
-        # The target answers, yet a producer has had nothing acknowledged for a minute: seen
+        # The target answers, yet the producer has had nothing acknowledged for a minute: seen
         # after a target broker restart under load (librdkafka 2.16), stuck for good.
         self.producer_failure = (
-            f"the target acknowledged nothing for {PRODUCER_STALL_SECONDS:.0f}s to producer "
-            f"{stalled[0]} although it answers"
+            f"the target acknowledged nothing for {self.delivery_watch.patience:.0f}s "
+            "although it answers"
         )
 
     def _heartbeat(self) -> None:

@@ -73,4 +73,4 @@ class CheckpointTask:
 def send_heartbeat(config: WorkerConfig, clients: Clients) -> None:
     """MirrorMaker 2's heartbeat record: consumers of the target see the flow is alive."""
     beat = Heartbeat(config.source.alias, config.target.alias, int(time.time() * 1000))
-    clients.producer.first.produce(HEARTBEATS_TOPIC, key=beat.key(), value=beat.value())
+    clients.producer.produce(HEARTBEATS_TOPIC, key=beat.key(), value=beat.value())
