@@ -36,7 +36,6 @@ from tests.helpers.worker_fakes import (
 )
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER
-from kafka_mirror.worker.clients import MirroringProducers
 
 BATCH, RUN, BATCHES, RUNS = 5000, 500, 20, 7
 KEY = b"key-000001"
@@ -85,7 +84,7 @@ def main() -> None:
         def run() -> float:
             clients = FakeClients(Source(), Target(), random.Random(1), 10**9)
             worker = fake_worker(clients)  # a fresh one: every record is new to it
-            clients.producer = MirroringProducers([producer])
+            clients.producer = clients.syncs_producer = producer  # type: ignore[assignment]
             started = time.perf_counter()
             for batch in data[size]:
                 worker.sender.send(batch)
