@@ -63,20 +63,22 @@ def produce_perf(
 
 
 def librdkafka_produce_rate(
-    cluster: LocalKafka,
+    bootstrap_servers: str,
     topic: str,
     partitions: int,
     records: int,
     size: int,
-    producers: int,
+    producers: int = 1,
     run: int = 1000,
+    first: int = 0,
 ) -> tuple[float, float]:
     """Records/s, and cores, of this process writing `records` of `size` bytes to `topic` (of
     `partitions` partitions) through `producers` producers with the mirroring producer's
     settings at its draining linger (partition p through producer p mod n), in runs of `run`
-    records per partition, as a mirroring process writes what its consumer fetched."""
+    records per partition from partition `first` on, as a mirroring process writes what its
+    consumer fetched."""
     settings = mirror_producer_settings(
-        {"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": DRAINING_LINGER_MS}
+        {"bootstrap.servers": bootstrap_servers, "linger.ms": DRAINING_LINGER_MS}
     )
     clients = [Producer(settings) for _ in range(producers)]
     for client in clients:
@@ -84,7 +86,7 @@ def librdkafka_produce_rate(
     value = os.urandom(size)
     cpu, started = own_cpu_seconds(), time.monotonic()
     for i in range(records):
-        partition = i // run % partitions
+        partition = (first + i // run) % partitions
         client = clients[partition % producers]
         while True:
             try:

@@ -51,7 +51,13 @@ def main() -> None:
                 topic = f"ceiling-{round_}-{producers}"
                 create_topic(cluster, topic, PARTITIONS)
                 rate, cores = librdkafka_produce_rate(
-                    cluster, topic, PARTITIONS, args.records, args.size, producers, args.run
+                    cluster.bootstrap_servers,
+                    topic,
+                    PARTITIONS,
+                    args.records,
+                    args.size,
+                    producers,
+                    args.run,
                 )
                 print(
                     f"  {producers} producer(s): {rate:,.0f} records/s, "

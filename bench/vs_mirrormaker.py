@@ -11,8 +11,8 @@ members of a group starting together form one generation), then, per record size
    measured: Kafka's ConsumerPerformance reading the data set from A; and writing as many
    records of the size to B (64 partitions, the mirror's producer settings: idempotent,
    acks=all, 1 MB batches, 100 ms linger) with 1, 2 and 3 producers side by side (the
-   `--candidates`), both as Kafka's ProducerPerformance processes and as librdkafka producers
-   in one process (`common.librdkafka_produce_rate`), the best kept. A broker serves one
+   `--candidates`), both as Kafka's ProducerPerformance processes and as processes with one
+   librdkafka producer each (`common.librdkafka_produce_rate`), the best kept. A broker serves one
    request of a connection at a time, so one producer is slower than B; and on two cores the
    Java tools' own CPU holds them below what B takes from librdkafka. A mirror can go no
    faster than the lower of reading A and writing B; its share of that is reported.
@@ -42,10 +42,12 @@ table with the ratios ours / MM2 and writes bench/results/vs_mirrormaker.{json,p
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import subprocess
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -369,12 +371,27 @@ class Bench:
             "produce_b_librdkafka": round(librdkafka),
         }
 
-    def librdkafka_rate(self, size: int, records: int, producers: int) -> float:
-        topic = f"ceiling-{size}-librdkafka-{producers}"
-        create_topic(self.b, topic, TOPICS * PARTITIONS)
-        rate, _cores = librdkafka_produce_rate(
-            self.b, topic, TOPICS * PARTITIONS, records, size, producers
-        )
+    def librdkafka_rate(self, size: int, records: int, processes: int) -> float:
+        """Records/s of `processes` processes, one librdkafka producer each, writing `records`
+        together to one topic (as the mirror's processes do): their rates summed."""
+        topic = f"ceiling-{size}-librdkafka-{processes}"
+        partitions = TOPICS * PARTITIONS
+        create_topic(self.b, topic, partitions)
+        spawn = multiprocessing.get_context("spawn")  # no fork of a process with client threads
+        with ProcessPoolExecutor(processes, mp_context=spawn) as pool:
+            shares = [
+                pool.submit(
+                    librdkafka_produce_rate,
+                    self.b.bootstrap_servers,
+                    topic,
+                    partitions,
+                    records // processes,
+                    size,
+                    first=k * partitions // processes,
+                )
+                for k in range(processes)
+            ]
+            rate = sum(share.result()[0] for share in shares)
         self.target_admin.delete_topics([topic])[topic].result()
         return rate
 
