@@ -12,9 +12,9 @@ members of a group starting together form one generation), then, per record size
    records of the size to B (64 partitions, the mirror's producer settings: idempotent,
    acks=all, 1 MB batches, 100 ms linger) with 1, 2 and 3 producers side by side (the
    `--candidates`), both as Kafka's ProducerPerformance processes and as processes with one
-   librdkafka producer each (`common.librdkafka_produce_rate`), the best kept. A broker serves one
-   request of a connection at a time, so one producer is slower than B; and on two cores the
-   Java tools' own CPU holds them below what B takes from librdkafka. A mirror can go no
+   librdkafka producer each (`common.librdkafka_produce_rate`), the best kept: on two cores the
+   writers' own CPU limits them (the Java tools' more), so this is what the fastest writer here
+   gets, not what B could take. A mirror can go no
    faster than the lower of reading A and writing B; its share of that is reported.
    `--ceiling-only` measures just this.
 2. Best parallelism: one drain per candidate (`--candidates`: our worker's processes in one pod,
@@ -25,8 +25,8 @@ members of a group starting together form one generation), then, per record size
    mirrors the whole backlog with a fresh source alias (fresh remote topics, groups and internal
    topics, deleted afterwards). Throughput is timed from the first mirrored records seen on B to
    the last, and counts the records mirrored in that time (start-up excluded for both); CPU
-   seconds are the mirror's processes' own (a worker
-   pod's mirroring processes included) over the same window; memory is their peak resident set.
+   seconds are the mirror's processes' own (a worker pod's mirroring processes included) over
+   the same window; memory is their peak resident set.
 4. Latency: a steady produce rate on A, each mirror at its best 1 KB parallelism; a consumer on
    B takes arrival time minus the record's timestamp (set by the producer on A, kept by both
    mirrors) for every record produced after the first 10 s. The percentiles are over all
