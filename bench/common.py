@@ -105,7 +105,8 @@ def librdkafka_produce_rate(
 
 
 def own_cpu_seconds() -> float:
-    """This process's CPU seconds, all its threads (librdkafka's included)."""
+    """This process's CPU seconds, all its threads (librdkafka's included); not `cpu_seconds`,
+    which counts its children too (a broker it started)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
