@@ -1,6 +1,7 @@
-"""Where the latency tail at a steady rate comes from: our worker A -> B at 5,000 records/s of
-1 KB (3 processes, as `make bench` runs it), with a second consumer reading the same records
-straight from A (no mirror): the source's own delivery latency, the control.
+"""Where the latency tail at a steady rate comes from: our worker A -> B at a steady rate of
+1 KB records (5,000/s unless `--rate`; 3 processes, as `make bench` runs it), with a second
+consumer reading the same records straight from A (no mirror): the source's own delivery
+latency, the control.
 
     .venv/bin/python bench/latency_hops.py                                  # 3 runs
     .venv/bin/python bench/latency_hops.py --worker '{"refreshTopicsIntervalSeconds": 300}'
@@ -23,12 +24,14 @@ from common import create_topic, perf_rate, produce_perf, two_clusters
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from vs_mirrormaker import LATENCY_WARMUP_SECONDS, PARTITIONS, Bench, OurWorker, Setting
 
-RATE, SECONDS, SLOW_MS = 5000, 45, 50
+SECONDS = 45
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rate", type=int, default=5000, help="records/s")
+    parser.add_argument("--slow-ms", type=int, default=50, help="a slow second's threshold")
     parser.add_argument("--worker", type=json.loads, default={}, help="worker settings, JSON")
     args = parser.parse_args()
     base = vs_mirrormaker.worker_config
@@ -63,11 +66,11 @@ def main() -> None:
                     )
                 started_ms = time.time() * 1000
                 warmup_ms = started_ms + LATENCY_WARMUP_SECONDS * 1000
-                producer = produce_perf(a, topic, RATE * SECONDS, 1024, RATE)
+                producer = produce_perf(a, topic, args.rate * SECONDS, 1024, args.rate)
                 samples: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
                 received = dict.fromkeys(samples, 0)
                 deadline = time.monotonic() + SECONDS + 60
-                while min(received.values()) < RATE * SECONDS and time.monotonic() < deadline:
+                while min(received.values()) < args.rate * SECONDS and time.monotonic() < deadline:
                     for side, consumer in consumers.items():
                         for message in consumer.consume(500, 0.005):
                             if message.error():
@@ -85,10 +88,12 @@ def main() -> None:
                 for side, series in samples.items():
                     latencies = [latency for _, latency in series]
                     q = statistics.quantiles(latencies, n=100)
-                    slow = sorted({int(at // 1000) for at, latency in series if latency > SLOW_MS})
+                    slow = sorted(
+                        {int(at // 1000) for at, latency in series if latency > args.slow_ms}
+                    )
                     print(
                         f"run {run} {side}: p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms, "
-                        f"max {max(latencies):.0f} ms; over {SLOW_MS} ms in seconds {slow}",
+                        f"max {max(latencies):.0f} ms; over {args.slow_ms} ms in seconds {slow}",
                         flush=True,
                     )
         finally:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from vs_mirrormaker import Drain, Latency, Setting
 
 OURS, MM2 = "kafka-mirror", "MirrorMaker 2"
+SOURCE = "the source alone"  # the latency runs' consumer straight on A: no mirror in between
 MODES = ("best against best", "equal CPU")
 FIGURES = (
     ("records_per_second", "records/s"),
@@ -86,18 +87,27 @@ def summarize(
         }
         by_size[str(size)] = entry
     latency: dict[str, Any] = {}
-    for name in (OURS, MM2):
-        samples = [x for r in latencies if r.mirror == name for x in r.samples]
-        latency[name] = {
-            "setting": best[(name, 1024)].describe(name),
-            "rate_records_per_second": args.rate,
-            "samples": len(samples),
-            "p50_ms": round(percentile(samples, 50), 1),
-            "p99_ms": round(percentile(samples, 99), 1),
+    for rate in args.rates:
+        at_rate: dict[str, Any] = {}
+        for name in (OURS, MM2, SOURCE):
+            runs = [r for r in latencies if r.mirror == name and r.rate == rate]
+            at_rate[name] = {
+                "setting": "a consumer on A"
+                if name == SOURCE
+                else best[(name, 1024)].describe(name),
+                "runs": len(runs),
+                "samples": sum(len(r.samples) for r in runs),
+                # The median run's: one run's hiccup (of the source, mostly) is not the mirror's.
+                **{
+                    f"p{q}_ms": round(statistics.median(r.percentile(q) for r in runs), 1)
+                    for q in (50, 99)
+                },
+                "p99_ms_per_run": [round(r.percentile(99), 1) for r in runs],
+            }
+        at_rate["ratio_ours_over_mm2"] = {
+            key: ratio(at_rate[OURS][key], at_rate[MM2][key]) for key in ("p50_ms", "p99_ms")
         }
-    latency["ratio_ours_over_mm2"] = {
-        key: ratio(latency[OURS][key], latency[MM2][key]) for key in ("p50_ms", "p99_ms")
-    }
+        latency[str(rate)] = at_rate
     return {
         **summary_header(
             "kafka-mirror worker vs MirrorMaker 2 (dedicated mode), A -> B on loopback",
@@ -139,16 +149,17 @@ def table(summary: dict[str, Any]) -> str:
                 f"librdkafka {ceiling['produce_b_librdkafka']:,.0f})",
             )
         )
-    latency = summary["latency"]
-    for q in ("p50_ms", "p99_ms"):
-        rows.append(
-            (
-                f"latency {q[:3]} ms at {latency[OURS]['rate_records_per_second']:,}/s, 1 KB",
-                f"{latency[OURS][q]:.1f}",
-                f"{latency[MM2][q]:.1f}",
-                f"{latency['ratio_ours_over_mm2'][q]:.2f}",
+    for rate, latency in summary["latency"].items():
+        rows.append((f"**latency at {int(rate):,} records/s, 1 KB**", "", "", ""))
+        for q in ("p50_ms", "p99_ms"):
+            rows.append(
+                (
+                    f"{q[:3]} ms (the source alone: {latency[SOURCE][q]:.1f})",
+                    f"{latency[OURS][q]:.1f}",
+                    f"{latency[MM2][q]:.1f}",
+                    f"{latency['ratio_ours_over_mm2'][q]:.2f}",
+                )
             )
-        )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [
         "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
@@ -192,17 +203,21 @@ def plot(summary: dict[str, Any], path: Path) -> None:
         if x % 2 == 0:  # the ceiling once per size, over its two modes
             ceiling = summary["drain"][size]["ceiling_records_per_second"]["lower"]
             axes[0].hlines(ceiling, x - 0.5, x + 1.5, colors="grey", linestyles="dashed")
-    latency = summary["latency"]
-    for i, name in enumerate((OURS, MM2)):
-        positions = [x + (i - 0.5) * width for x in range(2)]
+    points = [(rate, q) for rate in summary["latency"] for q in ("p50_ms", "p99_ms")]
+    for i, name in enumerate((OURS, MM2, SOURCE)):
+        positions = [x + (i - 1) * width * 2 / 3 for x in range(len(points))]
         axes[3].bar(
-            positions, [latency[name]["p50_ms"], latency[name]["p99_ms"]], width, label=name
+            positions,
+            [summary["latency"][rate][name][q] for rate, q in points],
+            width * 2 / 3,
+            label=name,
+            color="grey" if name == SOURCE else None,
         )
-    axes[3].set_xticks(range(2), ["p50", "p99"])
-    axes[3].set_title(
-        f"latency ms at {latency[OURS]['rate_records_per_second']:,} records/s (lower is better)",
-        fontsize=10,
+    axes[3].legend(fontsize=8)
+    axes[3].set_xticks(
+        range(len(points)), [f"{q[:3]}\n{int(rate):,}/s" for rate, q in points], fontsize=8
     )
+    axes[3].set_title("latency ms, median run (lower is better)", fontsize=10)
     axes[0].legend(fontsize=8)
     figure.suptitle(
         f"{summary['what']} (dashed: the brokers' ceiling)\n{summary['date']}, "
