@@ -1,6 +1,6 @@
 """Our worker against Apache Kafka's MirrorMaker 2 (dedicated mode), side by side on one machine.
 
-    .venv/bin/python bench/vs_mirrormaker.py           # the full run (about 35 minutes)
+    .venv/bin/python bench/vs_mirrormaker.py           # the full run (about 45 minutes)
     .venv/bin/python bench/vs_mirrormaker.py --quick   # a small run to try the harness
 
 Starts its own Kafka clusters A and B (with the brokers' default 3 s group delay, so that the
@@ -467,7 +467,7 @@ class Bench:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small data sets, one round")
-    parser.add_argument("--rounds", type=int, default=2, help="drain runs per mirror, mode, size")
+    parser.add_argument("--rounds", type=int, default=3, help="drain runs per mirror, mode, size")
     parser.add_argument(
         "--candidates",
         type=lambda text: [int(n) for n in text.split(",")],
