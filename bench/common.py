@@ -158,10 +158,14 @@ def worker_config(
 
 
 def start_worker(
-    config: dict[str, Any], workdir: Path, name: str = "worker", prefix: list[str] | None = None
+    config: dict[str, Any],
+    workdir: Path,
+    name: str = "worker",
+    prefix: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`python -m kafka_mirror worker --config FILE` (after `prefix`, e.g. `taskset -c 0`),
-    logging to workdir/<name>.log."""
+    """`python -m kafka_mirror worker --config FILE` (after `prefix`, e.g. `taskset -c 0`; with
+    `env` added to ours), logging to workdir/<name>.log."""
     config_path = workdir / f"{name}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     return subprocess.Popen(
@@ -171,6 +175,7 @@ def start_worker(
         ],
         stdout=(workdir / f"{name}.log").open("wb"),
         stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
     )
 
 

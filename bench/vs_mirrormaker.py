@@ -110,7 +110,8 @@ class Setting:
         return ["taskset", "-c", self.cpus] if self.cpus else []
 
     def describe(self, mirror: str) -> str:
-        unit = "processes" if mirror == OURS else "tasks"
+        one, more = ("process", "processes") if mirror == OURS else ("task", "tasks")
+        unit = one if self.parallelism == 1 else more
         where = f", pinned to CPU {self.cpus}" if self.cpus else ""
         return f"{self.parallelism} {unit}{where}"
 

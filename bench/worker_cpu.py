@@ -5,10 +5,14 @@ drains them `--rounds` times with one worker process pinned to CPU 0, as its pod
 round under a fresh source alias. Per round: records/s, CPU µs per record of the whole process,
 and of each of its threads that lived through the round (the loop's thread is `python`,
 librdkafka's are `rdk:*`; a producer renewed during the round takes its threads' CPU with it,
-counted in the total only). `--config` adds librdkafka settings to the target's `config`:
+counted in the total only), and the process's minor page faults per record. `--config` and
+`--source-config` add librdkafka settings to the target's and the source's `config`, `--env`
+environment variables to the worker's:
 
     .venv/bin/python bench/worker_cpu.py                                 # the worker as shipped
     .venv/bin/python bench/worker_cpu.py --config '{"linger.ms": "5"}'    # a fixed 5 ms linger
+    .venv/bin/python bench/worker_cpu.py --size 1024 --records 2000000 \
+        --source-config '{"fetch.max.bytes": "16777216", "max.partition.fetch.bytes": "2097152"}'
 """
 
 from __future__ import annotations
@@ -47,12 +51,19 @@ def thread_cpu(pid: int) -> dict[str, tuple[str, float]]:
     return threads
 
 
+def minor_faults(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[7])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=4_000_000)
     parser.add_argument("--size", type=int, default=100, help="record value size in bytes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--config", type=json.loads, default={}, help="target config, JSON")
+    parser.add_argument("--source-config", type=json.loads, default={}, help="JSON")
+    parser.add_argument("--env", type=json.loads, default={}, help="the worker's, JSON")
     args = parser.parse_args()
     with two_clusters() as (workdir, a, b):
         print(f"preloading {args.records:,} records of {args.size} B on A…", flush=True)
@@ -64,26 +75,32 @@ def main() -> None:
             config = worker_config(a, b, f"bench/{alias}", ["bench-.*"], alias=alias)
             config["topicNaming"] = {"policy": "prefix"}
             config["target"]["config"] = args.config
-            worker = start_worker(config, workdir, alias, prefix=["taskset", "-c", "0"])
+            config["source"]["config"] = args.source_config
+            worker = start_worker(
+                config, workdir, alias, prefix=["taskset", "-c", "0"], env=args.env
+            )
             remote = [(f"{alias}.bench-{t}", p) for t in range(TOPICS) for p in range(PARTITIONS)]
             try:
                 # Timed from the first record on B to the last, as `vs_mirrormaker.py` does.
                 while not end_offsets(admin, remote):
                     time.sleep(0.1)
-                started, cpu, threads = (
+                started, cpu, threads, faults = (
                     time.monotonic(),
                     cpu_seconds(worker.pid),
                     thread_cpu(worker.pid),
+                    minor_faults(worker.pid),
                 )
                 while end_offsets(admin, remote) < args.records:
                     time.sleep(0.25)
                 seconds = time.monotonic() - started
                 cpu, after = cpu_seconds(worker.pid) - cpu, thread_cpu(worker.pid)
+                faults = minor_faults(worker.pid) - faults
             finally:
                 stop(worker)
             print(
                 f"round {round_}: {args.records / seconds:,.0f} records/s, "
-                f"{cpu / args.records * 1e6:.2f} CPU µs per record",
+                f"{cpu / args.records * 1e6:.2f} CPU µs per record, "
+                f"{faults / args.records:.3f} minor page faults per record",
                 flush=True,
             )
             for tid, (name, total) in sorted(after.items(), key=lambda t: -t[1][1]):
