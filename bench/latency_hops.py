@@ -7,22 +7,19 @@ latency, the control.
     .venv/bin/python bench/latency_hops.py --worker '{"refreshTopicsIntervalSeconds": 300}'
 
 Per run and side (A: the source alone; B: through the mirror): p50, p99, max, and the seconds
-(from the start of producing) in which records took over 50 ms. Seconds slow on B but not on A
-are the mirror's own.
+(after the first 10 s of producing, which do not count) in which records took over 50 ms
+(`--slow-ms`). Seconds slow on B but not on A are the mirror's own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from typing import Any
 
 import vs_mirrormaker
-from common import create_topic, perf_rate, produce_perf, two_clusters
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from vs_mirrormaker import LATENCY_WARMUP_SECONDS, PARTITIONS, Bench, OurWorker, Setting
+from common import two_clusters
+from vs_mirrormaker import Bench, OurWorker, Setting
 
 SECONDS = 45
 
@@ -44,56 +41,20 @@ def main() -> None:
         ours, bench = OurWorker(a, b, workdir), Bench(a, b)
         try:
             for run in range(args.runs):
-                alias = bench.next_alias()
-                topic = f"steady-{alias}"
-                remote = f"{alias}.{topic}"
-                create_topic(a, topic, PARTITIONS)
-                ours.start(alias, topic, Setting(3), draining=False)
-                consumers = {
-                    side: Consumer(
+                # `make bench`'s latency run: the source alone, then through the mirror.
+                results = bench.latency(ours, Setting(3), args.rate, SECONDS)
+                for side, result in zip("AB", results, strict=True):
+                    slow = sorted(
                         {
-                            "bootstrap.servers": cluster.bootstrap_servers,
-                            "group.id": f"latency-hops-{alias}-{side}",
-                            "fetch.wait.max.ms": 10,
+                            int(at)
+                            for at, latency in zip(result.produced_s, result.samples, strict=True)
+                            if latency > args.slow_ms
                         }
                     )
-                    for side, cluster in (("A", a), ("B", b))
-                }
-                bench.wait_for_topic(ours, remote)
-                for side, name in (("A", topic), ("B", remote)):
-                    consumers[side].assign(
-                        [TopicPartition(name, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
-                    )
-                started_ms = time.time() * 1000
-                warmup_ms = started_ms + LATENCY_WARMUP_SECONDS * 1000
-                producer = produce_perf(a, topic, args.rate * SECONDS, 1024, args.rate)
-                samples: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
-                received = dict.fromkeys(samples, 0)
-                deadline = time.monotonic() + SECONDS + 60
-                while min(received.values()) < args.rate * SECONDS and time.monotonic() < deadline:
-                    for side, consumer in consumers.items():
-                        for message in consumer.consume(500, 0.005):
-                            if message.error():
-                                continue
-                            arrived_ms, produced_ms = time.time() * 1000, message.timestamp()[1]
-                            received[side] += 1
-                            if produced_ms >= warmup_ms:
-                                samples[side].append(
-                                    (produced_ms - started_ms, arrived_ms - produced_ms)
-                                )
-                perf_rate(producer)
-                for consumer in consumers.values():
-                    consumer.close()
-                ours.stop()
-                for side, series in samples.items():
-                    latencies = [latency for _, latency in series]
-                    q = statistics.quantiles(latencies, n=100)
-                    slow = sorted(
-                        {int(at // 1000) for at, latency in series if latency > args.slow_ms}
-                    )
                     print(
-                        f"run {run} {side}: p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms, "
-                        f"max {max(latencies):.0f} ms; over {args.slow_ms} ms in seconds {slow}",
+                        f"run {run} {side}: p50 {result.percentile(50):.0f} ms, "
+                        f"p99 {result.percentile(99):.0f} ms, max {max(result.samples):.0f} ms; "
+                        f"over {args.slow_ms} ms in seconds {slow}",
                         flush=True,
                     )
         finally:
