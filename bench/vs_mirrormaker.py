@@ -479,7 +479,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--rates",
-        type=lambda text: [int(n) for n in text.split(",")],
+        type=lambda text: [int(n) for n in text.split(",") if n],  # "": no latency runs
         default=[2000, 5000],
         help="the latency phase's steady rates, records/s",
     )
@@ -489,8 +489,13 @@ def main() -> None:
     parser.add_argument(
         "--ceiling-only", action="store_true", help="measure the brokers' ceiling, then stop"
     )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1024, 100],
+        help="record sizes, bytes (the latency runs use 1 KB whatever this says)",
+    )
     args = parser.parse_args()
-    args.sizes = [1024, 100]
     args.records = {1024: 2_000_000, 100: 4_000_000}
     if args.quick:
         args.records, args.rounds = {1024: 200_000, 100: 400_000}, 1

@@ -54,6 +54,11 @@ MIRROR_PRODUCER_TUNING: dict[str, Any] = {
 MIRROR_CONSUMER_TUNING: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    # The prefetch: librdkafka fetches while the consumer's queue holds fewer than this many
+    # records and fewer bytes than the cap. At the default 100,000 the loop waited for the next
+    # fetch a quarter of the time in a drain (1.35-1.55x the records/s with 300,000 here,
+    # docs/performance.md); the byte cap still bounds the memory.
+    "queued.min.messages": 300_000,
     "queued.max.messages.kbytes": 256 * 1024,
 }
 
