@@ -56,7 +56,7 @@ MIRROR_CONSUMER_TUNING: dict[str, Any] = {
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
     # The prefetch: librdkafka fetches while the consumer's queue holds fewer than this many
     # records and fewer bytes than the cap. At the default 100,000 the loop waited for the next
-    # fetch a quarter of the time in a drain (1.35-1.55x the records/s with 300,000 here,
+    # fetch a quarter of the time in a drain (1.3-1.6x the records/s with 300,000 here,
     # docs/performance.md); the byte cap still bounds the memory.
     "queued.min.messages": 300_000,
     "queued.max.messages.kbytes": 256 * 1024,
