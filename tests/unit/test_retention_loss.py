@@ -3,6 +3,8 @@ and from the source's log start, and the status that shows it."""
 
 from __future__ import annotations
 
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -10,6 +12,8 @@ from kafka_mirror.controller.status import unacknowledged_loss
 from kafka_mirror.kafka.formats import LOSS_MARK, RetentionLoss, commit_note, read_commit_note
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import TopicPlan
+from kafka_mirror.worker.metrics import WorkerMetrics
+from kafka_mirror.worker.retention import RetentionLosses
 from tests.helpers.audit import status_from
 
 offsets = st.integers(min_value=0, max_value=2**62)
@@ -107,3 +111,47 @@ def test_the_loss_degrades_the_mirror_exactly_while_it_exceeds_the_acknowledged(
 ) -> None:
     lost_reason = degraded_by(lost, acknowledged)[1] == "RecordsLostToRetention"
     assert lost_reason == (unacknowledged_loss(lost, acknowledged) > 0) == (lost > acknowledged)
+
+
+class ResetConsumer:
+    """What `RetentionLosses.reset` asks of the consumer: the log start (or an error), and the
+    partition assigned again."""
+
+    def __init__(self, log_start: int | None) -> None:
+        self.log_start = log_start  # None: the leader is moving, the request fails
+        self.assigned: list[TopicPartition] = []
+
+    def get_watermark_offsets(self, point: TopicPartition, timeout: float) -> tuple[int, int]:
+        if self.log_start is None:
+            raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+        return self.log_start, self.log_start + 100
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned += partitions
+
+
+def reset_event(offset: int) -> Message:
+    error = KafkaError(KafkaError._AUTO_OFFSET_RESET)
+    return Message(topic="t", partition=0, offset=offset, error=error)
+
+
+@pytest.mark.parametrize(
+    ("position", "log_start", "lost", "restart"),
+    [
+        (40, 100, 60, OFFSET_BEGINNING),  # below the log start: counted, from the start
+        (40, None, 0, 40),  # the leader moving: the same position again, nothing counted yet
+        (-1001, None, 0, OFFSET_BEGINNING),  # nothing committed: no loss, nothing to ask
+    ],
+)
+def test_a_reset_counts_what_left_the_source_and_never_skips_on_an_error(
+    position: int, log_start: int | None, lost: int, restart: int
+) -> None:
+    losses = RetentionLosses(WorkerMetrics())
+    consumer = ResetConsumer(log_start)
+    losses.reset(consumer, reset_event(position))  # type: ignore[arg-type]
+    counted = losses.losses.get(("t", 0))
+    assert (counted.records if counted else 0) == lost
+    assert [(tp.partition, tp.offset) for tp in consumer.assigned] == [(0, restart)]

@@ -50,7 +50,14 @@ class RetentionLosses:
         topic, partition, position = message.topic(), message.partition(), message.offset()
         assert topic is not None and partition is not None
         point = TopicPartition(topic, partition)
-        start, _end = consumer.get_watermark_offsets(point, timeout=WATERMARK_SECONDS)
+        restart = OFFSET_BEGINNING
+        try:
+            start = self._log_start(consumer, point, position)
+        except KafkaException as error:
+            # Its leader moving (as when partitions were just added): fetch from the position
+            # again; still below the log start, librdkafka reports the reset again.
+            log.warning("%s[%d]: cannot read the log start now: %s", topic, partition, error)
+            start, restart = 0, OFFSET_BEGINNING if position is None else position
         if position is not None and 0 <= position < start:
             key = (topic, partition)
             before = self.losses.get(key, RetentionLoss(0, position, position))
@@ -67,7 +74,15 @@ class RetentionLosses:
             )
         # A partition in this error state takes no seek: assigned again, from the log start.
         consumer.incremental_unassign([point])
-        consumer.incremental_assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        consumer.incremental_assign([TopicPartition(topic, partition, restart)])
+
+    @staticmethod
+    def _log_start(consumer: Consumer, point: TopicPartition, position: int | None) -> int:
+        """The partition's log start; 0 (nothing to count) where nothing was committed."""
+        if position is None or position < 0:
+            return 0
+        start, _end = consumer.get_watermark_offsets(point, timeout=WATERMARK_SECONDS)
+        return int(start)
 
     def annotate(self, offsets: list[TopicPartition]) -> list[TopicPartition]:
         """The offsets about to be committed, each partition's loss added to its metadata."""
