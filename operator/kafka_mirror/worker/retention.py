@@ -57,7 +57,7 @@ class RetentionLosses:
             # Its leader moving (as when partitions were just added): fetch from the position
             # again; still below the log start, librdkafka reports the reset again.
             log.warning("%s[%d]: cannot read the log start now: %s", topic, partition, error)
-            start, restart = 0, OFFSET_BEGINNING if position is None else position
+            start, restart = 0, OFFSET_BEGINNING if position is None else position  # >= 0
         if position is not None and 0 <= position < start:
             key = (topic, partition)
             before = self.losses.get(key, RetentionLoss(0, position, position))
@@ -72,7 +72,8 @@ class RetentionLosses:
                 start - 1,
                 start - position,
             )
-        # A partition in this error state takes no seek: assigned again, from the log start.
+        # A partition in this error state takes no seek: assigned again, from the log start
+        # (or, the log start not read, at the same position).
         consumer.incremental_unassign([point])
         consumer.incremental_assign([TopicPartition(topic, partition, restart)])
 
