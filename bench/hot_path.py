@@ -14,6 +14,7 @@ loop and the floor taking turns) and writes them to bench/results/hot_path.json.
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import sys
@@ -36,6 +37,7 @@ from tests.helpers.worker_fakes import (
 )
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER
+from kafka_mirror.worker.main import GC_YOUNG_THRESHOLD
 
 BATCH, RUN, BATCHES, RUNS = 5000, 500, 20, 7
 KEY = b"key-000001"
@@ -108,6 +110,8 @@ def main() -> None:
         return run
 
     data = {size: batches(size) for size in (100, 1024)}
+    gc.freeze()  # as the worker's process runs its loop (`worker/main.py`)
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
     runs = {
         f"{what}_{size}B_ns": make(size)
         for size in data

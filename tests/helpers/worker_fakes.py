@@ -53,9 +53,10 @@ class Message:
         return b"k"
 
     def value(self) -> bytes:
-        return b"v%d" % self.offset_
+        return self.value_ if self.value_ is not None else b"v%d" % self.offset_
 
     headers_: list[tuple[str, bytes]] = field(default_factory=list)
+    value_: bytes | None = None  # None: b"v<offset>"
 
     def headers(self) -> list[tuple[str, bytes]]:
         return self.headers_  # confluent-kafka hands out the same list on every call
@@ -182,6 +183,8 @@ class FakeProducer:
             raise KafkaException(KafkaError(code))
         if len(self.queue) >= self.capacity:
             raise BufferError("queue full")
+        # Copied, as librdkafka copies them (the worker reuses one dict for a record's headers).
+        headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
         # Ours, last, once (the record's own headers may hold an earlier hop's).
         name, ours = headers[-1]
         assert name == PROVENANCE_HEADER and [v for _, v in headers].count(ours) == 1, headers
