@@ -40,14 +40,15 @@ LABEL org.opencontainers.image.title="kafka-mirror-operator" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 
-# PySpark (the audit) needs a Java 17 runtime. Debian's security updates replace package
+# PySpark (the audit) needs a Java 17 runtime; the workers preload mimalloc
+# (kafka_mirror.render.WORKER_ENV). Debian's security updates replace package
 # versions, so pinning one would break the build (DL3008). The slim image lacks the man
 # directory the JRE's postinst links into. /usr/lib/jvm/java-17 names the JRE on every
 # architecture (the package's own directory ends in -amd64, -arm64, ...).
 # hadolint ignore=DL3008
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless libmimalloc2.0 \
     && rm -rf /var/lib/apt/lists/* \
     && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /usr/lib/jvm/java-17
 

@@ -31,6 +31,7 @@ from kafka_mirror.worker.clients import mirror_producer_settings
 from kafka_mirror.worker.linger import DRAINING_LINGER_MS
 from kafka_mirror_dev.builds import kafka_libs
 from kafka_mirror_dev.kafka import LocalKafka, java_command
+from kafka_mirror_dev.prerequisites import worker_env
 from kafka_mirror_dev.processes import free_port
 
 RESULTS = Path(__file__).parent / "results"
@@ -164,8 +165,9 @@ def start_worker(
     prefix: list[str] | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`python -m kafka_mirror worker --config FILE` (after `prefix`, e.g. `taskset -c 0`; with
-    `env` added to ours), logging to workdir/<name>.log."""
+    """`python -m kafka_mirror worker --config FILE` (after `prefix`, e.g. `taskset -c 0`), with
+    the environment its pod adds (the allocator, installed where missing) and `env` added to
+    ours, logging to workdir/<name>.log."""
     config_path = workdir / f"{name}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     return subprocess.Popen(
@@ -175,7 +177,7 @@ def start_worker(
         ],
         stdout=(workdir / f"{name}.log").open("wb"),
         stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **worker_env(install=True), **(env or {})},
     )
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from common import (
     cpu_seconds,
     end_offsets,
+    peak_rss_bytes,
     preload,
     start_worker,
     stop,
@@ -81,9 +82,11 @@ def main() -> None:
             )
             remote = [(f"{alias}.bench-{t}", p) for t in range(TOPICS) for p in range(PARTITIONS)]
             try:
-                # Timed from the first record on B to the last, as `vs_mirrormaker.py` does.
-                while not end_offsets(admin, remote):
+                # Timed from the first record on B to the last, as `vs_mirrormaker.py` does,
+                # counting only the records that reached B in that time.
+                while not (before := end_offsets(admin, remote)):
                     time.sleep(0.1)
+                records = args.records - before
                 started, cpu, threads, faults = (
                     time.monotonic(),
                     cpu_seconds(worker.pid),
@@ -95,18 +98,20 @@ def main() -> None:
                 seconds = time.monotonic() - started
                 cpu, after = cpu_seconds(worker.pid) - cpu, thread_cpu(worker.pid)
                 faults = minor_faults(worker.pid) - faults
+                peak = peak_rss_bytes(worker.pid)
             finally:
                 stop(worker)
             print(
-                f"round {round_}: {args.records / seconds:,.0f} records/s, "
-                f"{cpu / args.records * 1e6:.2f} CPU µs per record, "
-                f"{faults / args.records:.3f} minor page faults per record",
+                f"round {round_}: {records / seconds:,.0f} records/s, "
+                f"{cpu / records * 1e6:.2f} CPU µs per record, "
+                f"{faults / records:.3f} minor page faults per record, "
+                f"{peak / 2**20:,.0f} MiB peak",
                 flush=True,
             )
             for tid, (name, total) in sorted(after.items(), key=lambda t: -t[1][1]):
                 spent = total - threads.get(tid, (name, 0.0))[1]
                 if spent >= 0.05:
-                    print(f"  {name:12} {spent / args.records * 1e6:.2f} µs per record")
+                    print(f"  {name:12} {spent / records * 1e6:.2f} µs per record")
             for line in (workdir / f"{alias}.log").read_text().splitlines():
                 if "the producer lingers" in line or "linger stays" in line:
                     print(f"  {line.split(' ', 2)[2]}")

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.prerequisites import worker_env
 from kafka_mirror_dev.processes import ChildProcess, free_port
 from tests.helpers.kafka import Record, create_topics, end_offsets, unique
 
@@ -76,7 +77,12 @@ class WorkerProcess(ChildProcess):
     def start(self) -> WorkerProcess:
         self.spawn(
             [sys.executable, "-m", "kafka_mirror", "worker", "--config", str(self.config_path)],
-            env={**os.environ, **self.env, "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port)},
+            env={
+                **os.environ,
+                **worker_env(),  # as its pod runs it, where this machine has the allocator
+                **self.env,
+                "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port),
+            },
         )
         wait_for(lambda: self.get("/healthz") is not None, 30, f"{self.name} serving health")
         return self

@@ -20,6 +20,7 @@ from kafka_mirror.render import (
     LABEL_VALUE_LIMIT,
     METRICS_PORT,
     MIRROR_LABEL,
+    WORKER_ENV,
     CredentialEnv,
     audit_cronjob_name,
     build_audit_cronjob,
@@ -320,13 +321,16 @@ def test_deployment_fills_credentials_only_from_secret_key_refs() -> None:
         "name": "KAFKA_MIRROR_SOURCE_SASL_PASSWORD",
         "valueFrom": {"secretKeyRef": {"name": "source-credentials", "key": "scram-password"}},
     }
-    assert set(env) == {
+    credentials = {name: e for name, e in env.items() if name not in WORKER_ENV}
+    assert set(credentials) == {
         "KAFKA_MIRROR_SOURCE_TLS_CA",
         "KAFKA_MIRROR_SOURCE_SASL_PASSWORD",
         "KAFKA_MIRROR_TARGET_SASL_USERNAME",
         "KAFKA_MIRROR_TARGET_SASL_PASSWORD",
     }
-    assert all("value" not in e and "secretKeyRef" in e["valueFrom"] for e in env.values())
+    assert all("value" not in e and "secretKeyRef" in e["valueFrom"] for e in credentials.values())
+    # The only plain value: the allocator the mirroring processes preload.
+    assert {name: env[name]["value"] for name in WORKER_ENV} == WORKER_ENV
 
 
 def test_deployment_probes_health_and_readiness_on_the_metrics_port() -> None:
@@ -451,7 +455,11 @@ def test_audit_pods_read_the_same_config_and_credentials_as_the_workers() -> Non
     spec = mirror_spec()
     worker_pod = deployment(spec)["spec"]["template"]["spec"]
     audit_pod = audit_cronjob(spec)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    assert only_container(audit_pod)["env"] == only_container(worker_pod)["env"]
+    # The same credentials; only the workers preload the allocator (Spark's JVM keeps its own).
+    worker_env = only_container(worker_pod)["env"]
+    assert only_container(audit_pod)["env"] == [
+        e for e in worker_env if e["name"] not in WORKER_ENV
+    ]
     volumes = {v["name"]: v for v in audit_pod["volumes"]}
     assert volumes["config"] == next(v for v in worker_pod["volumes"] if v["name"] == "config")
     assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}}  # Spark's spills

@@ -4,12 +4,14 @@ stack installs its parts; elsewhere the reason it cannot run, with the fix."""
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from kafka_mirror.render import WORKER_ENV
 from kafka_mirror_dev.builds import MissingPrerequisite, progress
 from kafka_mirror_dev.containerd import CNI_BIN_DIR
 
@@ -23,6 +25,8 @@ PACKAGES = {
     "buildah": "buildah",
     "debootstrap": "debootstrap",
 }
+
+ALLOCATOR, ALLOCATOR_PACKAGE = "mimalloc", "libmimalloc2.0"  # render.WORKER_ENV's, by Debian
 
 
 def _missing_packages() -> list[str]:
@@ -51,8 +55,25 @@ def install_prerequisites() -> None:
     if reason := unavailable_reason():
         raise MissingPrerequisite(reason)
     missing = _missing_packages()
-    if not missing:
-        return
+    if missing:
+        _apt_install(missing)
+
+
+def worker_env(install: bool = False) -> dict[str, str]:
+    """What a worker pod adds to the environment of its processes (`render.WORKER_ENV`: the
+    allocator it preloads), when this machine has that library; else nothing (glibc's). With
+    `install` (the benchmarks, which measure the worker as its pod runs it), apt-get installs it
+    first where it is missing."""
+    if ctypes.util.find_library(ALLOCATOR) is None:
+        if not install:
+            return {}
+        if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("apt-get"):
+            raise MissingPrerequisite(f"install {ALLOCATOR_PACKAGE} (the worker's allocator)")
+        _apt_install([ALLOCATOR_PACKAGE])
+    return dict(WORKER_ENV)
+
+
+def _apt_install(missing: list[str]) -> None:
     progress(f"installing {' '.join(missing)} with apt-get (first run only)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     apt = ["apt-get", "-q", "-y", "--no-install-recommends"]
