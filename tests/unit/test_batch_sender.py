@@ -43,8 +43,8 @@ def test_a_record_over_the_remote_topics_limit_stops_its_partition_at_it() -> No
     assert sorted(clients.producer.sent) == [(0, 0), (0, 1), (0, 2)]
     assert flow.stop is not None and flow.stop.offset == 3
     assert "max.message.bytes" in flow.stop.reason
-    # What the pass kept in locals is the flow's: one past the last record queued, and the
-    # records queued after the last one whose report was asked for (the first, a sync point).
+    # One past the last record queued, and the records queued after the last one whose report
+    # was asked for (the first, a sync point).
     assert flow.next_upstream == 3
     assert [upstream for upstream, *_ in flow.in_flight] == [0]
     assert flow.unreported_records == 2

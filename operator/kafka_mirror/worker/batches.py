@@ -72,6 +72,7 @@ class BatchSender:
     ) -> bool:
         """Produce `messages[start:end]`, records of one partition in offset order; False when
         the batch must end here (its rest kept in the backlog for the next round)."""
+        # The hot path: one pass per record, attribute lookups hoisted out of the loop.
         partitions = self.partitions
         first = messages[start]
         topic, partition = cast(str, first.topic()), cast(int, first.partition())
@@ -80,98 +81,85 @@ class BatchSender:
         )
         if flow is None or flow.stop or flow.held:
             return True  # not mirrored, or paused at an earlier record
-        # The hot path: one pass per record, attribute lookups hoisted out of the loop. What the
-        # pass updates of the flow lives in locals, written back to it before a call that reads
-        # them (a record skipped as a cycle, a refusal) and when the run ends.
         produce, remote, on_delivery = self.clients.producer.produce, flow.remote, flow.on_delivery
         pack, prefix, suffix = flow.pack_provenance, flow.provenance_prefix, flow.provenance_suffix
-        in_flight, max_lag, size_watch = flow.in_flight, flow.emitter.max_lag, flow.size_watch
-        # The headers of a record that has none of its own: one dict, as produce() copies them
-        # (cheaper than a new list and tuple per record).
+        in_flight, max_lag = flow.in_flight, flow.emitter.max_lag
+        # The headers of a record without its own: one dict for the run, as produce() copies
+        # them (a new list and tuple per record cost 40-70 ns more, bench/hot_path.py).
         provenance_only: dict[str, str | bytes | None] = {}
-        upstream, sync_at = flow.next_upstream, flow.next_sync_point
-        records, size_sum = flow.unreported_records, flow.unreported_bytes
         last = end - 1
-        try:
-            for index in range(start, end):
-                message = messages[index]
-                # (Not `cast`: a function call per record. confluent-kafka types these Optional.)
-                offset: int = message.offset()  # type: ignore[assignment]
-                if offset < upstream:
-                    continue  # fetched before a seek
-                if cycles and index in cycles:
-                    flow.next_upstream, flow.unreported_records = upstream, records
-                    flow.skipped(offset)  # came from the target in the first place
-                    upstream = offset + 1
-                    continue
-                provenance = pack(prefix, offset, suffix)
-                own: Headers | None = message.headers()  # type: ignore[assignment]
-                headers: Headers | dict[str, str | bytes | None]
-                if own:
-                    # A new list: the message keeps its own (a record kept for the next round,
-                    # when the producer's queue is full, must not get the header twice).
-                    headers = [*own, (PROVENANCE_HEADER, provenance)]
-                else:
-                    provenance_only[PROVENANCE_HEADER] = provenance
-                    headers = provenance_only
-                timestamp = message.timestamp()[1]
-                key, value = message.key(), message.value()
-                size = (len(key) if key else 0) + (len(value) if value else 0)
-                if size > size_watch and partitions.too_large(
-                    flow, offset, key, value, with_provenance(own, provenance)
-                ):
-                    return True  # the partition stopped at this record
-                # Reported where the offset sync rule may fire (an upstream gap, `maxLag`
-                # records since the last such report), where the run ends, and before a record
-                # skipped as a cycle (it will not be reported itself).
-                sync_point = offset != upstream or offset >= sync_at
-                report = sync_point or index == last or (cycles is not None and index + 1 in cycles)
-                try:
-                    # Positional: keyword arguments cost the C call a string lookup per keyword.
-                    # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
-                    produce(
-                        remote,
-                        value,
-                        key,
-                        partition,
-                        on_delivery if report else None,
-                        None,
-                        timestamp if timestamp > 0 else 0,
-                        headers,
-                    )
-                except BufferError:
-                    # The local queue is full: keep the rest for the next round, which first
-                    # lets deliveries drain (the loop goes on, so probes and SIGTERM are answered).
+        for index in range(start, end):
+            message = messages[index]
+            # (Not `cast`: a function call per record. confluent-kafka types these Optional.)
+            offset: int = message.offset()  # type: ignore[assignment]
+            if offset < flow.next_upstream:
+                continue  # fetched before a seek
+            if cycles and index in cycles:
+                flow.skipped(offset)  # came from the target in the first place
+                continue
+            provenance = pack(prefix, offset, suffix)
+            own: Headers | None = message.headers()  # type: ignore[assignment]
+            headers: Headers | dict[str, str | bytes | None]
+            if own:
+                # A new list: the message keeps its own (a record kept for the next round, when
+                # the producer's queue is full, must not get the header twice).
+                headers = [*own, (PROVENANCE_HEADER, provenance)]
+            else:
+                provenance_only[PROVENANCE_HEADER] = provenance
+                headers = provenance_only
+            timestamp = message.timestamp()[1]
+            key, value = message.key(), message.value()
+            size = (len(key) if key else 0) + (len(value) if value else 0)
+            if size > flow.size_watch and partitions.too_large(
+                flow, offset, key, value, with_provenance(own, provenance)
+            ):
+                return True  # the partition stopped at this record
+            # Reported where the offset sync rule may fire (an upstream gap, `maxLag` records
+            # since the last such report), where the run ends, and before a record skipped as
+            # a cycle (it will not be reported itself).
+            sync_point = offset != flow.next_upstream or offset >= flow.next_sync_point
+            report = sync_point or index == last or (cycles is not None and index + 1 in cycles)
+            try:
+                # Positional: keyword arguments cost the C call a string lookup per keyword.
+                # (topic, value, key, partition, callback, on_delivery, timestamp, headers)
+                produce(
+                    remote,
+                    value,
+                    key,
+                    partition,
+                    on_delivery if report else None,
+                    None,
+                    timestamp if timestamp > 0 else 0,
+                    headers,
+                )
+            except BufferError:
+                # The local queue is full: keep the rest for the next round, which first lets
+                # deliveries drain (the loop goes on, so probes and SIGTERM are answered).
+                partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
+                return False
+            except KafkaException as refusal:
+                error = refusal.args[0]
+                if error.code() == KafkaError._FATAL:
+                    # The producer failed: the loop replaces it, then goes on from here.
+                    self.on_producer_failed(error.str())
                     partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
                     return False
-                except KafkaException as refusal:
-                    error = refusal.args[0]
-                    if error.code() == KafkaError._FATAL:
-                        # The producer failed: the loop replaces it, then goes on from here.
-                        self.on_producer_failed(error.str())
-                        partitions.backlog = [
-                            m for m in messages[index:] if partitions.still_wanted(m)
-                        ]
-                        return False
-                    flow.next_upstream, flow.unreported_records = upstream, records
-                    flow.unreported_bytes = size_sum
-                    partitions.refuse(flow, offset, error)
-                    if flow.stop or flow.held:
-                        return True
-                    continue
-                # Only once queued: its report cannot come before produce() returned, and a
-                # record that failed to queue must not shift the reports of the ones after it.
-                upstream = offset + 1
-                records += 1
-                size_sum += size
-                if report:
-                    in_flight.append((offset, timestamp, records, size_sum))
-                    records = size_sum = 0
-                if sync_point:
-                    sync_at = offset + max_lag + 1
-        finally:
-            flow.next_upstream, flow.next_sync_point = upstream, sync_at
-            flow.unreported_records, flow.unreported_bytes = records, size_sum
+                partitions.refuse(flow, offset, error)
+                if flow.stop or flow.held:
+                    return True
+                continue
+            # Only once queued: its report cannot come before produce() returned, and a record
+            # that failed to queue must not shift the reports of the ones after it.
+            flow.next_upstream = offset + 1
+            flow.unreported_records += 1
+            flow.unreported_bytes += size
+            if report:
+                in_flight.append(
+                    (offset, timestamp, flow.unreported_records, flow.unreported_bytes)
+                )
+                flow.unreported_records = flow.unreported_bytes = 0
+            if sync_point:
+                flow.next_sync_point = offset + max_lag + 1
         return True
 
     def _cycles(self, messages: list[Message], target: str) -> set[int]:
