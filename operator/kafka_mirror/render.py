@@ -262,7 +262,8 @@ def build_deployment(
     """The worker Deployment: `spec.replicas` pods (none while paused) sharing the partitions."""
     pod = _pod_spec(name, spec, envs, image, ["worker", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"])
     container = pod["containers"][0]
-    container["env"][:0] = [{"name": name, "value": value} for name, value in WORKER_ENV.items()]
+    allocator = [{"name": name, "value": value} for name, value in WORKER_ENV.items()]
+    container["env"] = allocator + container["env"]
     container["ports"] = [{"name": "metrics", "containerPort": METRICS_PORT}]
     container["livenessProbe"] = {
         "httpGet": {"path": "/healthz", "port": "metrics"},
