@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from confluent_kafka import Consumer
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.worker import remote_topics
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_USER, LocalKafka
+from kafka_mirror_dev.prerequisites import worker_env
 from tests.helpers.content import check_content
 from tests.helpers.derive import DerivingApp
 from tests.helpers.kafka import (
@@ -421,6 +424,11 @@ def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_
     wait_for(lambda: worker.metric("kafka_mirror_records_total") == 30_000, 30, "the count")
     assert worker.metric("kafka_mirror_lag_records") == 0
     assert worker.get("/healthz") == "ok\n" and worker.get("/readyz") == "ok\n"
+    if worker_env():  # this machine has the allocator the pods preload: each process runs on it
+        assert worker.process is not None
+        supervisor = psutil.Process(worker.process.pid)
+        for process in [supervisor, *supervisor.children()]:
+            assert "mimalloc" in Path(f"/proc/{process.pid}/maps").read_text(), process
     assert worker.stop() == 0
     assert "mirroring processes ended: exit codes [0, 0, 0]" in worker.log()
 
