@@ -162,6 +162,10 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             events = mirror_events(previous, current)
         else:
             current, events = reconcile.observe_mirror(api, inputs, readers, datetime.now(UTC))
+        # Events before the status: an operator killed between the two posts an event twice
+        # (the next tick sees the old status again) rather than never.
+        for event in events:
+            refresh.post_event(api, raw, event)
         patch = refresh.status_patch(current)
         if refresh.changes(raw.get("status"), patch):
             refresh.patch_status(api, MIRRORS, raw, patch)
@@ -171,8 +175,6 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             current,
             body.get("spec", {}).get("rpoTargetSeconds"),
         )
-        for event in events:
-            refresh.post_event(api, raw, event)
 
     def mirror_gone(mirror: str) -> None:
         """A mirror deleted: its children removed now (the garbage collector would too, through
