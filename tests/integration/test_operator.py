@@ -15,6 +15,7 @@ import yaml
 from kubernetes import client
 
 from kafka_mirror.kube import apply
+from kafka_mirror.render import WORKER_ENV
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER
 from tests.helpers.kafka import consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
@@ -113,7 +114,8 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
     assert SCRAM_PASSWORD not in yaml.safe_dump(config_map.data)
     deployment = apps.read_namespaced_deployment("a-to-b-worker", node_stack.namespace)
     env = deployment.spec.template.spec.containers[0].env
-    assert [e.value_from.secret_key_ref.name for e in env] == ["source-login"]
+    assert [e.value_from.secret_key_ref.name for e in env if e.value_from] == ["source-login"]
+    assert {e.name: e.value for e in env if not e.value_from} == WORKER_ENV
     assert SCRAM_PASSWORD not in str(status) and SCRAM_PASSWORD not in node_stack.operator.log()
     for child in ("a-to-b-metrics",):
         assert exists(core.read_namespaced_service, child, node_stack.namespace)

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from kafka_mirror.api.models import GROUP, VERSION, KafkaCluster
 from kafka_mirror.kube import apply
-from kafka_mirror.render import CONFIG_CHECKSUM_ANNOTATION
+from kafka_mirror.render import CONFIG_CHECKSUM_ANNOTATION, WORKER_ENV
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, LocalKafka
 from tests.helpers.kafka import admin_for, consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
@@ -297,8 +297,10 @@ def test_credentials_appear_only_in_their_secrets(
     ]
     for pod in secure_pods:
         env = node_stack.api.sanitize_for_serialization(pod.containers[0].env)
-        assert {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env} == CREDENTIAL_ENV
-        assert all("value" not in e for e in env)
+        references = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
+        assert references == CREDENTIAL_ENV
+        # The only plain values are the worker's allocator, no credential.
+        assert {e["name"]: e["value"] for e in env if "value" in e}.items() <= WORKER_ENV.items()
 
     places = [
         *objects_text(
