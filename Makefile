@@ -9,9 +9,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test unit lint bench crds dev-up dev-down build clean kind-e2e
 
-# The product and, next to it, the development tooling it does not ship (dev/python).
-$(STAMP): pyproject.toml dev/python/pyproject.toml
+# The product and, next to it, the development tooling it does not ship (dev/python). The
+# install compiles the hot path (setup.py), so an edit of its sources installs again.
+HOT_PATH := $(shell grep -o 'operator/[a-z_/]*\.py' setup.py)
+$(STAMP): pyproject.toml dev/python/pyproject.toml setup.py $(HOT_PATH)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: set PYTHON=python3.11")'
+	@$(PYTHON) -c 'import os, shutil, sysconfig, sys; sys.exit(0 if shutil.which("cc") and os.path.exists(sysconfig.get_paths()["include"] + "/Python.h") else "a C compiler and Python headers are needed to compile the hot path (Debian: apt-get install gcc python3-dev)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]' -e dev/python

@@ -175,7 +175,8 @@ def spark_jars_image() -> str:
 
 
 def context_files() -> list[Path]:
-    """The files the Dockerfile may copy: what .dockerignore lets through, less bytecode."""
+    """The files the Dockerfile may copy: what .dockerignore lets through, less bytecode and
+    compiled modules."""
     allowed = (REPO_ROOT / ".dockerignore").read_text().splitlines()
     files: list[Path] = []
     for entry in (line[1:].rstrip("/") for line in allowed if line.startswith("!")):
@@ -184,7 +185,7 @@ def context_files() -> list[Path]:
         files += [
             p
             for p in found
-            if p.suffix != ".pyc"
+            if p.suffix not in (".pyc", ".so")
             and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)
         ]
     return files
