@@ -24,11 +24,18 @@ from kafka_mirror_dev.builds import HELM, KUBECTL, export_spark_jars
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.node import GATEWAY, KubeNode
 from kafka_mirror_dev.operator import OperatorProcess
-from kafka_mirror_dev.prerequisites import unavailable_reason
+from kafka_mirror_dev.prerequisites import unavailable_reason, uncompiled_hot_path
 from tests.helpers.faults import Outcome
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
 from tests.helpers.worker import StartWorker, WorkerProcess
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests run the hot path as the image does: compiled, and from the current sources."""
+    problem = uncompiled_hot_path()
+    if problem is not None:
+        raise pytest.UsageError(problem)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -227,7 +227,7 @@ def test_the_spark_jars_are_where_the_audit_looks() -> None:
     copied = [
         (flags, sources, dest)
         for flags, sources, dest in _copies(_final_stage())
-        if "from" in flags
+        if flags.get("from") == "spark-jars"
     ]
     assert [dest.rstrip("/") for _, _, dest in copied] == [jars.rstrip("/")]
     # ... and they are what the Maven stage wrote.

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from kafka_mirror.render import WORKER_ENV
-from kafka_mirror_dev.builds import MissingPrerequisite, progress
+from kafka_mirror_dev.builds import REPO_ROOT, MissingPrerequisite, progress
 from kafka_mirror_dev.containerd import CNI_BIN_DIR
 
 # What the node runs, by the Debian package that brings it (apt-get installs the missing ones).
@@ -85,3 +86,16 @@ def _apt_install(missing: list[str]) -> None:
                 + result.stdout[-2000:]
                 + result.stderr[-2000:]
             )
+
+
+def uncompiled_hot_path() -> str | None:
+    """What is wrong with this checkout's compiled hot path (the modules setup.py compiles), or
+    None: a module not compiled, or edited since, would have the tests and benchmarks run other
+    code than the image's."""
+    setup = (REPO_ROOT / "setup.py").read_text()
+    for source in (REPO_ROOT / path for path in re.findall(r'"(operator/[\w/]+\.py)"', setup)):
+        compiled = list(source.parent.glob(f"{source.stem}.cpython-*.so"))
+        if not compiled or min(c.stat().st_mtime for c in compiled) < source.stat().st_mtime:
+            where = source.relative_to(REPO_ROOT)
+            return f"{where} is not compiled, or changed since: `make unit` compiles it (setup.py)"
+    return None

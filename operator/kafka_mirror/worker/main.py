@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException
 from pydantic import ValidationError
 
 from kafka_mirror.api.worker_config import MissingCredential, load
+from kafka_mirror.worker import batches
 from kafka_mirror.worker.metrics import WorkerMetrics, serve
 from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
 from kafka_mirror.worker.supervisor import Health, Supervisor, process_count
@@ -40,6 +41,8 @@ def run(config_path: Path) -> int:
         return 1
     # Several replicas on one host (tests, benchmarks) need their own ports.
     port = int(os.environ.get("KAFKA_MIRROR_METRICS_PORT", config.metrics_port))
+    compiled = batches.__file__.endswith(".so")
+    log.info("hot path %s", "compiled" if compiled else "interpreted (slower; setup.py compiles)")
     count = process_count(config.processes)
     if count == 1:
         return mirror(config_path, port, None)
