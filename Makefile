@@ -62,4 +62,5 @@ kind-e2e:
 	bash dev/kind/e2e.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build
+	find operator -name '*.so' -delete

@@ -1,5 +1,5 @@
 """The mirroring loop's hot path (`worker/batches.py` and the `PartitionFlow` it updates per
-record, `worker/flows.py`) compiled with mypyc: about 200 ns less per record, a tenth of a 100 B
+record, `worker/flows.py`) compiled with mypyc: about 200 ns less per record, 8 % of a 100 B
 record's CPU (docs/performance.md). Everything else about the package is in pyproject.toml.
 
 The build needs a C compiler and Python's headers (Debian: gcc, python3-dev); an editable
