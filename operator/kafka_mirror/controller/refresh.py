@@ -106,8 +106,9 @@ def post_event(api: client.ApiClient, raw: Mapping[str, Any], event: Event) -> N
     try:
         client.CoreV1Api(api).create_namespaced_event(metadata["namespace"], body)
     except ApiException as error:  # an event is a notice: its loss must not hold the status back
-        name, reason = metadata["name"], error.reason
-        logger.warning("event %s on %s not posted: %s", event.reason, name, reason)
+        logger.warning(
+            "event %s on %s not posted: %s", event.reason, metadata["name"], error.reason
+        )
 
 
 class StatusLoop:
