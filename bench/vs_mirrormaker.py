@@ -31,7 +31,9 @@ members of a group starting together form one generation), then, per record size
    with Kafka's default 5 ms linger), `--latency-runs` runs per mirror, alternating and each
    at its best 1 KB parallelism (fresh, like a drain's); a consumer on B takes arrival time
    minus the record's timestamp (set by the producer, kept by both mirrors) for every record
-   produced after the first 10 s, and a consumer straight on A the same for the source alone.
+   produced from 10 s after the mirror delivered its first record (so that neither mirror's
+   start-up nor the backlog it found on starting counts; the time to that first record is
+   reported apart), and a consumer straight on A the same for the source alone.
    Reported: the median run's p50 and p99. The source's own tail moves between runs here
    (its p99 at 5,000/s from 9 to 650 ms), and at 5,000/s the two brokers, the producer and a
    mirror keep the two cores about 80 % busy, so the lower rate shows the mirrors themselves.
@@ -241,6 +243,7 @@ class Latency:
     rate: int
     samples: list[float] = field(default_factory=list)  # ms from produce to arrival
     produced_s: list[float] = field(default_factory=list)  # each sample's, s after the warm-up
+    first_record_s: float = 0.0  # from the producer's start to the first record's arrival
 
     def percentile(self, q: int) -> float:
         return statistics.quantiles(self.samples, n=100)[q - 1]
@@ -328,35 +331,45 @@ class Bench:
                 consumer.assign(
                     [TopicPartition(name, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
                 )
-            # Records produced in the first seconds (the producer's JVM warming up) do not count.
-            warmup_ms = (time.time() + LATENCY_WARMUP_SECONDS) * 1000
-            producer = produce_perf(self.a, topic, rate * seconds, 1024, rate)
-            received = dict.fromkeys(names.values(), 0)
-            deadline = time.monotonic() + seconds + 60
-            while min(received.values()) < rate * seconds and time.monotonic() < deadline:
+            # The producer runs LATENCY_WARMUP_SECONDS longer than the counted window; which
+            # records count is decided once the mirror's first record has arrived (below).
+            produced = rate * (seconds + LATENCY_WARMUP_SECONDS)
+            started_ms = time.time() * 1000
+            producer = produce_perf(self.a, topic, produced, 1024, rate)
+            arrivals: dict[str, list[tuple[float, float]]] = {n: [] for n in names.values()}
+            deadline = time.monotonic() + seconds + LATENCY_WARMUP_SECONDS + 60
+            while min(len(a) for a in arrivals.values()) < produced and time.monotonic() < deadline:
                 for consumer in consumers:
                     for message in consumer.consume(500, 0.002):
-                        if message.error():
-                            continue
-                        arrived_ms, produced_ms = time.time() * 1000, message.timestamp()[1]
-                        name = names[message.topic() or ""]
-                        received[name] += 1
-                        if produced_ms >= warmup_ms:
-                            results[name].samples.append(arrived_ms - produced_ms)
-                            results[name].produced_s.append((produced_ms - warmup_ms) / 1000)
+                        if not message.error():
+                            arrivals[names[message.topic() or ""]].append(
+                                (message.timestamp()[1], time.time() * 1000)
+                            )
             perf_rate(producer)
             mirror.check_alive()
         finally:
             for consumer in consumers:
                 consumer.close()
             mirror.stop()
-        if received[mirror.name] < rate * seconds:
-            raise SystemExit(
-                f"{mirror.name} delivered {received[mirror.name]:,} of {rate * seconds:,} records"
-            )
+        delivered = len(arrivals[mirror.name])
+        if delivered < produced:
+            raise SystemExit(f"{mirror.name} delivered {delivered:,} of {produced:,} records")
+        # A steady rate: records count from LATENCY_WARMUP_SECONDS after the mirror delivered
+        # its first, so that neither mirror's start-up (our processes' group join, MirrorMaker
+        # 2's JVM warming up) nor the backlog it found falls in the window.
+        first_ms = min(arrived for _, arrived in arrivals[mirror.name])
+        steady_ms = first_ms + LATENCY_WARMUP_SECONDS * 1000
+        for name, pairs in arrivals.items():
+            result = results[name]
+            result.first_record_s = (min(a for _, a in pairs) - started_ms) / 1000
+            for produced_ms, arrived_ms in pairs:
+                if produced_ms >= steady_ms:
+                    result.samples.append(arrived_ms - produced_ms)
+                    result.produced_s.append((produced_ms - steady_ms) / 1000)
         print(
             ";".join(
                 f" {r.mirror} p50 {r.percentile(50):.0f} ms, p99 {r.percentile(99):.0f} ms"
+                f" (first record after {r.first_record_s:.1f} s)"
                 for r in results.values()
             ),
             flush=True,

@@ -103,6 +103,8 @@ def summarize(
                     for q in (50, 99)
                 },
                 "p99_ms_per_run": [round(r.percentile(99), 1) for r in runs],
+                # From the producer's start: the mirror's start-up, not counted in the window.
+                "first_record_s": round(statistics.median(r.first_record_s for r in runs), 1),
             }
         at_rate["ratio_ours_over_mm2"] = {
             key: ratio(at_rate[OURS][key], at_rate[MM2][key]) for key in ("p50_ms", "p99_ms")
