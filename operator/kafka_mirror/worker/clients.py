@@ -50,6 +50,13 @@ MIRROR_PRODUCER_TUNING: dict[str, Any] = {
     "batch.size": 1024 * 1024,
     "queue.buffering.max.messages": 200_000,
     "queue.buffering.max.kbytes": 256 * 1024,
+    # librdkafka's idempotent producer (2.16) sends a partition's next batch only once its
+    # previous one is answered, and until then its broker thread polls with a zero timeout: a
+    # whole core for as long as the target is silent (`bench/producer_stall.py`). With one
+    # request in flight per connection the next batch waits in the send queue, and the thread
+    # sleeps until the answer. No throughput lost (docs/performance.md, "What limits it").
+    # Not among the settings a mirror's `config` may set.
+    "max.in.flight.requests.per.connection": 1,
 }
 MIRROR_CONSUMER_TUNING: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
