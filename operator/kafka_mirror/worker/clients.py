@@ -50,13 +50,19 @@ MIRROR_PRODUCER_TUNING: dict[str, Any] = {
     "batch.size": 1024 * 1024,
     "queue.buffering.max.messages": 200_000,
     "queue.buffering.max.kbytes": 256 * 1024,
-    # librdkafka's idempotent producer (2.16) sends a partition's next batch only once its
-    # previous one is answered, and until then its broker thread polls with a zero timeout: a
-    # whole core for as long as the target is silent (`bench/producer_stall.py`). With one
-    # request in flight per connection the next batch waits in the send queue, and the thread
-    # sleeps until the answer. No throughput lost (docs/performance.md, "What limits it").
-    # Not among the settings a mirror's `config` may set.
-    "max.in.flight.requests.per.connection": 1,
+}
+# librdkafka's idempotent producer (2.16) sends a partition's next batch only once its previous
+# one is answered, and until then its broker thread polls with a zero timeout: a whole core for
+# as long as the cluster is silent (`bench/producer_stall.py`). With one request in flight per
+# connection the next batch waits in the send queue, and the thread sleeps until the answer.
+# No throughput lost (docs/performance.md, "What limits it"). Not a key a mirror's `config`
+# may set.
+ONE_REQUEST_IN_FLIGHT: dict[str, Any] = {"max.in.flight.requests.per.connection": 1}
+# The offset-syncs and checkpoints producers: few records, in order, none twice.
+SMALL_IDEMPOTENT_PRODUCER: dict[str, Any] = {
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    **ONE_REQUEST_IN_FLIGHT,
 }
 MIRROR_CONSUMER_TUNING: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
@@ -73,7 +79,12 @@ MIRROR_CONSUMER_TUNING: dict[str, Any] = {
 def mirror_producer_settings(target: dict[str, Any]) -> dict[str, Any]:
     """The mirroring producer's settings: the cluster's own (connection and the mirror's tuning
     `config`) over the worker's tuning defaults, and the guarantees over both."""
-    return {**MIRROR_PRODUCER_TUNING, **target, **MIRROR_PRODUCER_GUARANTEES}
+    return {
+        **MIRROR_PRODUCER_TUNING,
+        **ONE_REQUEST_IN_FLIGHT,
+        **target,
+        **MIRROR_PRODUCER_GUARANTEES,
+    }
 
 
 class ClientErrors:
@@ -168,21 +179,14 @@ class Clients:
         self.producer = Producer(self.producer_settings)
         self.syncs_at_source = config.offset_syncs.location == "source"
         self.syncs_producer = (
-            Producer(
-                {
-                    **source,
-                    "enable.idempotence": True,
-                    "linger.ms": 5,
-                    "error_cb": on_error("source"),
-                }
-            )
+            Producer({**source, **SMALL_IDEMPOTENT_PRODUCER, "error_cb": on_error("source")})
             if self.syncs_at_source
             else self.producer
         )
         # Checkpoints go out, and are waited for, on the checkpoint task's own thread: a producer
         # of its own, so that waiting for them never waits for the mirrored records.
         self.checkpoints_producer = Producer(
-            {**target, "enable.idempotence": True, "linger.ms": 5, "error_cb": on_error("target")}
+            {**target, **SMALL_IDEMPOTENT_PRODUCER, "error_cb": on_error("target")}
         )
         readers = {
             "enable.auto.commit": False,
