@@ -26,6 +26,9 @@ from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.mirror import MirrorWorker
 
 TOPIC, REMOTE, PARTITIONS = "orders", "orders.A", 3
+# The configuration files of every fake worker in the session: one directory, removed at exit
+# (the property tests make thousands of workers).
+CONFIG_FILES = tempfile.TemporaryDirectory(prefix="kafka-mirror-fake-workers-")
 DENIED = KafkaError.TOPIC_AUTHORIZATION_FAILED  # write denied on the target (an ACL)
 Callback = Callable[[KafkaError | None, Any], None]
 
@@ -277,7 +280,8 @@ class FakeClients:
 def fake_worker(clients: FakeClients, **settings: Any) -> MirrorWorker:
     """A worker from A to B on `clients`, mirroring TOPIC to `clients.remote`, every partition
     assigned; `settings` add to (or replace) its configuration file's."""
-    path = Path(tempfile.mkdtemp()) / "worker.yaml"
+    with tempfile.NamedTemporaryFile(dir=CONFIG_FILES.name, suffix=".yaml", delete=False) as file:
+        path = Path(file.name)
     config = {
         "mirror": "model/m",
         "source": {"alias": "A", "bootstrapServers": "a:9092"},
