@@ -43,7 +43,7 @@ lint: $(STAMP)
 build: $(STAMP)
 	$(BIN)/kafka-mirror dev build
 
-## Our worker against MirrorMaker 2 on this machine (docs/performance.md), about 40–45 minutes.
+## Our worker against MirrorMaker 2 on this machine (docs/performance.md), about 50 minutes.
 bench: $(STAMP)
 	$(BIN)/python bench/vs_mirrormaker.py
 

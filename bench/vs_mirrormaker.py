@@ -497,7 +497,7 @@ def main() -> None:
         help="the latency phase's steady rates, records/s",
     )
     parser.add_argument("--latency-seconds", type=int, default=45)
-    parser.add_argument("--latency-runs", type=int, default=3)
+    parser.add_argument("--latency-runs", type=int, default=5)
     parser.add_argument("--output", type=Path, default=RESULTS / "vs_mirrormaker.json")
     parser.add_argument(
         "--ceiling-only", action="store_true", help="measure the brokers' ceiling, then stop"

@@ -215,12 +215,13 @@ def plot(summary: dict[str, Any], path: Path) -> None:
             label=name,
             color="grey" if name == SOURCE else None,
         )
-    axes[3].legend(fontsize=8)
+    axes[3].set_ylim(top=axes[3].get_ylim()[1] * 1.25)  # room for the legend above the bars
+    axes[3].legend(fontsize=8, ncols=3, loc="upper center")
     axes[3].set_xticks(
         range(len(points)), [f"{q[:3]}\n{int(rate):,}/s" for rate, q in points], fontsize=8
     )
     axes[3].set_title("latency ms, median run (lower is better)", fontsize=10)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=8, loc="upper left")
     figure.suptitle(
         f"{summary['what']} (dashed: the brokers' ceiling)\n{summary['date']}, "
         f"{summary['machine']}",
