@@ -21,7 +21,12 @@ from kafka_mirror.api.allowed import (
 from kafka_mirror.api.crdgen import all_crds
 from kafka_mirror.api.models import KafkaCluster, SparkSettings
 from kafka_mirror.api.worker_config import ClusterConnection
-from kafka_mirror.worker.clients import MIRROR_PRODUCER_GUARANTEES, mirror_producer_settings
+from kafka_mirror.worker.clients import (
+    MIRROR_PRODUCER_GUARANTEES,
+    ONE_REQUEST_IN_FLIGHT,
+    SMALL_IDEMPOTENT_PRODUCER,
+    mirror_producer_settings,
+)
 
 # Each changes where the clients connect, who they are, what they read, what a delivery means,
 # or loads code: the issue's examples first.
@@ -167,3 +172,14 @@ def test_a_mirrors_tuning_wins_over_the_workers_defaults_never_over_its_guarante
     assert (settings["linger.ms"], settings["batch.size"]) == ("50", "65536")
     assert {k: settings[k] for k in MIRROR_PRODUCER_GUARANTEES} == MIRROR_PRODUCER_GUARANTEES
     assert not set(MIRROR_PRODUCER_GUARANTEES) & set(CLIENT_CONFIG_KEYS)
+
+
+def test_every_idempotent_producer_of_the_worker_sends_one_request_at_a_time() -> None:
+    """With librdkafka's default of 5, its idempotent producer spins a core while the cluster is
+    silent (`bench/producer_stall.py`); no mirror's `config` may bring that back."""
+    for settings in (
+        mirror_producer_settings({"bootstrap.servers": "b:9092"}),
+        SMALL_IDEMPOTENT_PRODUCER,
+    ):
+        assert settings.items() >= ONE_REQUEST_IN_FLIGHT.items()
+    assert not set(ONE_REQUEST_IN_FLIGHT) & set(CLIENT_CONFIG_KEYS)
