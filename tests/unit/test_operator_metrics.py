@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime
+
+import pytest
 
 from kafka_mirror.api.status import AuditResult, Condition, KafkaMirrorStatus
 from kafka_mirror.controller.metrics import OperatorMetrics
@@ -69,3 +72,14 @@ def test_the_rpo_target_follows_the_spec_and_goes_with_it() -> None:
     metrics.observe("ns", "m", status("True", "Mirroring"), rpo_target_seconds=30)
     metrics.forget("ns", "m")
     assert sample(metrics, "kafka_mirror_rpo_target_seconds", **mirror) is None
+
+
+def test_a_taken_metrics_port_is_a_clear_error_not_a_traceback() -> None:
+    with socket.socket() as holder:
+        holder.bind(("", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(
+            SystemExit, match=f"cannot serve metrics on port {port}.*--metrics-port"
+        ):
+            OperatorMetrics().serve(port)

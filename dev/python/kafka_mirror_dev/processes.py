@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -11,12 +12,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+# Listening ports come from below Linux's ephemeral range (32768-60999). A port the kernel picks
+# from that range can be taken, before our server binds it, as the local end of some client's
+# outgoing connection (a CI run lost the operator's metrics port that way).
+_LISTEN_PORTS = range(20000, 32768)
+_handed_out: set[int] = set()
+
 
 def free_port() -> int:
-    """A loopback port that is free now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port that is free now, never handed out before by this process."""
+    while True:
+        port = random.choice(_LISTEN_PORTS)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

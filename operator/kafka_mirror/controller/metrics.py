@@ -85,7 +85,13 @@ class OperatorMetrics:
         self._conditions: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
 
     def serve(self, port: int) -> None:
-        start_http_server(port, registry=self.registry)
+        try:
+            start_http_server(port, registry=self.registry)
+        except OSError as error:
+            raise SystemExit(
+                f"cannot serve metrics on port {port}: {error.strerror}; "
+                "choose another with --metrics-port"
+            ) from error
 
     def observe(
         self,
