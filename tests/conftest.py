@@ -26,6 +26,7 @@ from kafka_mirror_dev.node import GATEWAY, KubeNode
 from kafka_mirror_dev.operator import OperatorProcess
 from kafka_mirror_dev.prerequisites import unavailable_reason, uncompiled_hot_path
 from tests.helpers.faults import Outcome
+from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
 from tests.helpers.worker import StartWorker, WorkerProcess
@@ -36,6 +37,10 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = uncompiled_hot_path()
     if problem is not None:
         raise pytest.UsageError(problem)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    release_admins()
 
 
 @pytest.hookimpl(tryfirst=True)

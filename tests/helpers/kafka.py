@@ -6,11 +6,12 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from kafka_mirror_dev.clients import destroy_in_background
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,21 @@ class Record:
     offset: int | None = None
 
 
-@cache
+_ADMINS: dict[str, AdminClient] = {}
+
+
 def admin_for(bootstrap: str) -> AdminClient:
     """One admin client per cluster for the whole session (clients are costly to make)."""
-    return AdminClient({"bootstrap.servers": bootstrap})
+    if bootstrap not in _ADMINS:
+        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+    return _ADMINS[bootstrap]
+
+
+def release_admins() -> None:
+    """At the session's end: some clusters' brokers restarted (see kafka_mirror_dev.clients)."""
+    owned = list(_ADMINS.values())
+    _ADMINS.clear()
+    destroy_in_background(owned)
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from kafka_mirror_dev.clients import DetachedAdmin
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.prerequisites import worker_env
 from kafka_mirror_dev.processes import ChildProcess, free_port
@@ -129,14 +129,14 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: fl
 def group_offsets(cluster: LocalKafka, group: str) -> dict[tuple[str, int], int]:
     # A client of its own: the session's cached one kept timing out on group requests after
     # its cluster restarted (seen with librdkafka 2.16).
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     request = [ConsumerGroupTopicPartitions(group)]
-    result = admin.list_consumer_group_offsets(request, request_timeout=10)[group]
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result.result(timeout=10).topic_partitions or []
-        if tp.offset >= 0
-    }
+    with DetachedAdmin(cluster.bootstrap_servers) as admin:
+        result = admin.client.list_consumer_group_offsets(request, request_timeout=10)[group]
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in result.result(timeout=10).topic_partitions or []
+            if tp.offset >= 0
+        }
 
 
 def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) -> list[Record]:
@@ -176,13 +176,13 @@ def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) 
 
 def commit_group(cluster: LocalKafka, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Set `group`'s committed offsets on `cluster`, as a consumer stopping there leaves them."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     request = [
         ConsumerGroupTopicPartitions(
             group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
         )
     ]
-    result = admin.alter_consumer_group_offsets(request)[group].result(timeout=10)
+    with DetachedAdmin(cluster.bootstrap_servers) as admin:
+        result = admin.client.alter_consumer_group_offsets(request)[group].result(timeout=10)
     errors = [tp.error for tp in result.topic_partitions or [] if tp.error is not None]
     assert not errors, errors
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kafka_mirror_dev.builds import kafka_libs, require
 from kafka_mirror_dev.certificates import ClusterCertificates, ensure_cluster_certificates
+from kafka_mirror_dev.clients import DetachedAdmin
 from kafka_mirror_dev.processes import ServerProcess, free_port, port_open
 
 _LOG4J2 = """\
@@ -316,18 +317,17 @@ class LocalKafka(ClientPorts):
         """The port opens before the broker has joined its own quorum, and group requests fail
         with NOT_COORDINATOR until `__consumer_offsets` exists (which needs as many brokers as
         its replicas): wait until every node listens and is registered, and groups work."""
-        from confluent_kafka.admin import AdminClient
-
         for node in started:
             assert node.process is not None
             node.process.wait_until(partial(port_open, node.port, node.host), timeout, "listening")
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
 
-        def serving() -> bool:
+        def serving(admin: DetachedAdmin) -> bool:
             try:
-                if len(admin.list_topics(timeout=2).brokers) < len(self.nodes):
+                if len(admin.client.list_topics(timeout=2).brokers) < len(self.nodes):
                     return False
-                probe = admin.describe_consumer_groups(["dev-stack-probe"], request_timeout=2)
+                probe = admin.client.describe_consumer_groups(
+                    ["dev-stack-probe"], request_timeout=2
+                )
                 probe["dev-stack-probe"].result()
             except Exception:
                 return False
@@ -335,7 +335,11 @@ class LocalKafka(ClientPorts):
 
         watched = started[0].process
         assert watched is not None
-        watched.wait_until(serving, timeout, "serving metadata and consumer groups")
+        # Its brokers are the ones coming back: see kafka_mirror_dev.clients.
+        with DetachedAdmin(self.bootstrap_servers) as admin:
+            watched.wait_until(
+                partial(serving, admin), timeout, "serving metadata and consumer groups"
+            )
 
     def _broker_only(self, node_id: int) -> KafkaNode:
         if node_id == CONTROLLER_NODE:
