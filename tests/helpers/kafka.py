@@ -78,6 +78,22 @@ def create_topics(
     )
     for future in futures.values():
         future.result(timeout=30)
+    _wait_until_visible(bootstrap, names)
+
+
+def _wait_until_visible(bootstrap: str, names: Sequence[str], timeout: float = 30) -> None:
+    """The controller acknowledges a creation before every broker has applied it: a metadata
+    request to a lagging broker of a multi-broker cluster still says "unknown topic" (seen in
+    CI on B3)."""
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    while pending:
+        known = admin_for(bootstrap).list_topics(timeout=10).topics
+        pending = [n for n in pending if n not in known or known[n].error is not None]
+        if pending and time.monotonic() > deadline:
+            raise TimeoutError(f"{pending} not in the metadata {timeout:.0f}s after creation")
+        if pending:
+            time.sleep(0.1)
 
 
 def produce(

@@ -61,8 +61,12 @@ def test_admin_creates_and_describes_topics_and_configs(cluster: LocalKafka) -> 
         partitions=4,
         config={"cleanup.policy": "compact", "retention.ms": "3600000"},
     )
-    metadata = admin.list_topics(topic, timeout=10)
-    assert len(metadata.topics[topic].partitions) == 4
+    # Any broker may answer; one of B3's may apply the creation a moment after another.
+    wait_for(
+        lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4,
+        timeout=30,
+        what=f"{topic}'s 4 partitions in the metadata",
+    )
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     configs = admin.describe_configs([resource])[resource].result(timeout=10)
     assert configs["cleanup.policy"].value == "compact"
