@@ -132,7 +132,7 @@ class TrafficStats:
 
 
 class TrafficGenerator(ChildProcess):
-    """The generator's child process: `start`, then `stats` and `rate` while it runs, `finish`."""
+    """The generator's child process: `start`, then `stats` while it runs, `finish`."""
 
     def __init__(self, spec: TrafficSpec, workdir: Path, name: str = "traffic") -> None:
         super().__init__(workdir / f"{name}.log")
@@ -153,13 +153,6 @@ class TrafficGenerator(ChildProcess):
 
     def stats(self) -> TrafficStats:
         return TrafficStats(**json.loads(self.stats_path.read_text()))
-
-    def rate(self, window: float = 5.0) -> float:
-        """Records acknowledged a second over the next `window` seconds."""
-        first = self.stats()
-        time.sleep(window)
-        last = self.stats()
-        return (last.acked_total - first.acked_total) / (last.elapsed - first.elapsed)
 
     def finish(self, timeout: float = 300) -> TrafficStats:
         """Stop producing (a spec with a count: once it has produced them all) and wait until
