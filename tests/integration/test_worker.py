@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.worker import remote_topics
@@ -277,6 +277,43 @@ def test_checkpoints_work_with_mirror_client_and_failover_skips_nothing(
         )
         reread = position - min(seen)
         assert 0 <= reread <= 100  # at most offsetSyncs.maxLag records read again
+
+
+def test_a_group_on_partitions_without_copies_gets_checkpoints_mirror_client_reads(
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+) -> None:
+    """What a Java consumer commits on a topic with an empty partition, and a position past an
+    aborted transaction: neither has a mirrored record (no offset sync), and each still gets a
+    checkpoint naming where the group resumes on B, or a promote would wait for ever."""
+    topic, group = unique("idle"), unique("java-app")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
+    produce(kafka_a.bootstrap_servers, topic, records(200, partitions=1))  # partition 0 only
+    aborted = Producer(
+        {"bootstrap.servers": kafka_a.bootstrap_servers, "transactional.id": unique("tx")}
+    )
+    aborted.init_transactions(30)
+    aborted.begin_transaction()
+    for i in range(5):
+        aborted.produce(topic, value=f"aborted {i}".encode(), partition=2)
+    aborted.flush(30)  # on the log, then aborted (an abort drops what is still queued)
+    aborted.abort_transaction(30)
+    past_abort = 6  # past the 5 records and the abort marker, written after the abort returns
+    wait_for(lambda: end_offsets(kafka_a, topic)[2] == past_abort, 30, "the abort marker")
+    commit_group(kafka_a, group, topic, {0: 120, 1: 0, 2: past_abort})
+    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
+    remote = f"{topic}.A"
+    consume(kafka_b.bootstrap_servers, remote, 200)
+
+    translated: dict[tuple[str, int], int] = {}
+
+    def all_partitions() -> bool:
+        translated.update(translate_with_mirror_client(kafka_b, group))
+        return len(translated) == 3
+
+    wait_for(all_partitions, 60, "MirrorClient to read checkpoints of all 3 partitions", every=2)
+    # Nothing on B for partitions 1 and 2: the group starts at their (empty) beginning there.
+    assert translated == {(remote, 0): 120, (remote, 1): 0, (remote, 2): 0}
+    assert end_offsets(kafka_b, remote) == {0: 200, 1: 0, 2: 0}
 
 
 def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(

@@ -120,7 +120,9 @@ def test_a_position_older_than_every_sync_is_read_from_the_log_start() -> None:
     assert target.records_read <= SCAN + 30
     retained = Partition.of(list(range(1000)), low=600)
     assert translate_from_start(retained, 10, SCAN) == Translation(600, "exact")
-    assert translate_from_start(Partition.of([]), 10, SCAN) is None  # nothing to read
+    # Nothing there (an empty partition, or all of it deleted): whatever comes next is new.
+    assert translate_from_start(Partition.of([]), 0, SCAN) == Translation(0, "end")
+    assert translate_from_start(Partition([], low=700), 10, SCAN) == Translation(700, "end")
     retained.reads_allowed = 0
     assert translate_from_start(retained, 10, SCAN) is None  # no answer in time
 

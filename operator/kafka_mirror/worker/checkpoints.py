@@ -43,11 +43,13 @@ def is_news(previous: Checkpoint | None, upstream: int, downstream: int) -> bool
     less precise translation of the same or a later position (the offset syncs thinned out) must
     not move a checkpoint backwards, and an unchanged one is not written again.
     """
-    return (
-        previous is None
-        or upstream < previous.upstream_offset
-        or downstream > previous.downstream_offset
-    )
+    if previous is None:
+        return True
+    if upstream < previous.upstream_offset or downstream > previous.downstream_offset:
+        return True
+    # The group moved on over records that have no copy (aborted, markers, cycles, an empty
+    # partition's end): the same target position, named for its new upstream offset.
+    return upstream > previous.upstream_offset and downstream == previous.downstream_offset
 
 
 @dataclass
@@ -183,10 +185,9 @@ class Checkpointer:
     def _translate(self, topic: str, remote: str, partition: int, position: int) -> int | None:
         if self.target_reader is None:
             return self._mm2_rule(topic, partition, position)
-        if not self.store.kept(topic, partition):
-            return None  # no sync for it yet: nothing mirrored to read
-        # No sync at or before the position (MirrorMaker 2 emits nothing then) is no obstacle
-        # to reading the target from its log start.
+        # No sync at or before the position (MirrorMaker 2 emits nothing then: an empty or idle
+        # partition, a position past records never copied) is no obstacle to reading the target
+        # from its log start, or to naming its end when it holds nothing.
         sync = self.store.sync_for(topic, partition, position)
         read = self.target_reader.translate(remote, partition, sync, position)
         if read is None:  # the target cannot tell now: MirrorMaker 2's rule, where it has one

@@ -115,8 +115,10 @@ def translate_from_start(view: PartitionView, position: int, scan: int) -> Trans
     records, so the first sync can come after a partition's first records): from the log start,
     which every record still on the target follows. None when the target cannot tell."""
     bounds = view.bounds()
-    if bounds is None or bounds[0] >= bounds[1]:
+    if bounds is None:
         return None
+    if bounds[0] >= bounds[1]:
+        return Translation(bounds[1], "end")  # nothing there: whatever comes next is new
     first = view.read(bounds[0], 1)
     return _forward(view, first[0], position, bounds[1], scan) if first else None
 
