@@ -5,11 +5,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka]
 
@@ -57,3 +58,34 @@ def test_reads_of_many_mirrors_at_once_each_get_their_own_partitions_right(
         topic = topics[(count - 1) % len(topics)]
         expected = (count - 1) % len(topics) + 1
         assert found == {(topic, 0): (0, expected), (topic, 1): (0, expected)}, found
+
+
+def test_the_lag_ends_where_a_read_committed_reader_stops_before_an_open_transaction(
+    kafka_a: LocalKafka,
+) -> None:
+    """The workers read committed records only: an open transaction's records are not lag (a
+    promote would wait on them for as long as the transaction stays open)."""
+    topic = unique()
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=1)
+    produce(kafka_a.bootstrap_servers, topic, records(10, partitions=1))
+    open_tx = Producer(
+        {"bootstrap.servers": kafka_a.bootstrap_servers, "transactional.id": unique("tx")}
+    )
+    open_tx.init_transactions(30)
+    open_tx.begin_transaction()
+    for i in range(5):
+        open_tx.produce(topic, value=f"open {i}".encode(), partition=0)
+    open_tx.flush(30)
+    reader = ClusterReader("A", {"bootstrap.servers": kafka_a.bootstrap_servers})
+    try:
+        assert reader.log_ranges({topic: 1}) == {(topic, 0): (0, 10)}
+        open_tx.commit_transaction(30)
+        reader.close()
+        reader = ClusterReader("A", {"bootstrap.servers": kafka_a.bootstrap_servers})
+        wait_for(
+            lambda: reader.log_ranges({topic: 1}) == {(topic, 0): (0, 16)},
+            30,
+            "the committed transaction's records and marker to count",
+        )
+    finally:
+        reader.close()

@@ -4,6 +4,7 @@ mark on that mirror's operation record; and what the Return refuses to resume.""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -48,6 +49,32 @@ def failed_over(replicas: int = 0) -> Forward:
     forward = spec({"type": "Failover", "id": "a-lost"})
     record = OperationStatus(id="a-lost", type="Failover", phase="Completed")
     return Forward(forward, KafkaMirrorStatus(operation=record, replicas=replicas))
+
+
+def test_a_return_mirrors_the_reverse_backlog_before_it_stops_anything(
+    kafka: dict[str, Any],
+) -> None:
+    """What B took during the outage and B→A has not copied yet stays on B if the return stops
+    B→A first: it catches up, with its progress in the status, before any worker stops."""
+    requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
+    access = replace(ACCESS, mirrors=FakeMirrors(failed_over()))
+    op, events = advance(requested, None, status(60_000, 1), REVERSE, {"t": "t.B"}, access, NOW)
+    assert op is not None and op.phase == "CatchingUp" and events[0].reason == "ReturnStarted"
+    assert not operations.stops_workers(requested, op)
+    later = NOW + timedelta(seconds=10)
+    for lag, at in ((60_000, NOW), (40_000, later)):
+        op, _ = advance(requested, op, status(lag, 1), REVERSE, {"t": "t.B"}, access, at)
+        assert op is not None and op.phase == "CatchingUp"
+        assert not operations.stops_workers(requested, op)
+    assert op.catch_up is not None and op.catch_up.records_left == 40_000
+    assert (op.catch_up.records_per_second, op.catch_up.estimated_seconds) == (2000.0, 20.0)
+    assert "last 40000 records (2,000 records/s: about 20 s left)" in op.message
+    op, _ = advance(requested, op, status(0, 1), REVERSE, {"t": "t.B"}, access, later)
+    assert op is not None and op.phase == "StoppingWorkers"
+    unreadable = op.model_copy(update={"phase": "CatchingUp"})
+    stuck, _ = advance(requested, unreadable, status(), REVERSE, None, access, NOW)
+    assert stuck is not None and stuck.phase == "CatchingUp"
+    assert "a return mirrors it to lag 0 first" in stuck.message
 
 
 def test_a_return_is_asked_with_the_mirror_it_resumes_and_only_then() -> None:

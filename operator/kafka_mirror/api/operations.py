@@ -89,6 +89,18 @@ class ResumedBy(StatusModel):
     at: datetime | None = None
 
 
+class CatchUpProgress(StatusModel):
+    """How the catch-up of a promote or a return goes: the records still to mirror when the
+    status was last refreshed, and the pace since the refresh before."""
+
+    records_left: int
+    at: datetime
+    records_per_second: float | None = None
+    estimated_seconds: float | None = Field(
+        default=None, description="At the pace since the refresh before, until lag 0."
+    )
+
+
 class OperationStatus(StatusModel):
     """What the operator did for `spec.operation`, step by step."""
 
@@ -98,6 +110,7 @@ class OperationStatus(StatusModel):
     message: str = ""
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    catch_up: CatchUpProgress | None = None
     rpo: Rpo | None = None
     committed: list[CommittedOffset] = Field(default_factory=list)
     committed_count: int = 0

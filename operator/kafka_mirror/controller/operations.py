@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import (
+    CatchUpProgress,
     CommittedOffset,
     MirrorOperation,
     OperationStatus,
@@ -198,14 +199,19 @@ def _step(
     """Move `op` on by at most one phase, saying in its message what it waits for."""
     if op.phase == "CatchingUp":
         if mirrored is None or access.source is None:
-            op.message = "the source cannot be read: a promote needs it; use Failover if it is lost"
-        elif status.total_lag and not status.replicas:
+            op.message = (
+                f"the source cannot be read: a {requested.type.lower()} mirrors it to lag 0 "
+                "first; use Failover if it is lost"
+            )
+            return
+        op.catch_up = catch_up_progress(op.catch_up, status.total_lag, now)
+        if status.total_lag and not status.replicas:
             op.message = (
                 f"{status.total_lag} records to mirror but no worker runs: unpause the mirror "
                 "(or scale it up) to catch up, or use Failover"
             )
         elif status.total_lag:
-            op.message = f"mirroring the last {status.total_lag} records"
+            op.message = f"mirroring the last {status.total_lag} records{_pace(op.catch_up)}"
         else:
             checkpoints = newest_checkpoints(
                 access.target or {}, checkpoints_topic(config.source.alias)
@@ -235,6 +241,27 @@ def _step(
         own_name = config.mirror.rsplit("/", 1)[-1]
         if resume_forward(op, own_name, config, requested.resume, access.mirrors, now):
             _complete(requested, op, now, also=op.message)
+
+
+def catch_up_progress(previous: CatchUpProgress | None, lag: int, now: datetime) -> CatchUpProgress:
+    """The records left now, and the pace at which they went since the last refresh (none
+    while the lag grows or stands still: no estimate then)."""
+    progress = CatchUpProgress(records_left=lag, at=now)
+    if previous is None or now <= previous.at or lag >= previous.records_left:
+        return progress
+    rate = (previous.records_left - lag) / (now - previous.at).total_seconds()
+    progress.records_per_second = round(rate, 1)
+    progress.estimated_seconds = round(lag / rate, 1)
+    return progress
+
+
+def _pace(progress: CatchUpProgress) -> str:
+    if progress.records_per_second is None or progress.estimated_seconds is None:
+        return ""
+    return (
+        f" ({progress.records_per_second:,.0f} records/s: "
+        f"about {progress.estimated_seconds:,.0f} s left)"
+    )
 
 
 def _committed_summary(op: OperationStatus) -> str:
@@ -274,7 +301,8 @@ def advance(
         return previous, []  # the record of the last operation stays
     op = current(spec, previous)
     if op is None:
-        first: Phase = "CatchingUp" if requested.type == "Promote" else "StoppingWorkers"
+        # A promote and a return hand over from a live source: nothing it took is left behind.
+        first: Phase = "StoppingWorkers" if requested.type == "Failover" else "CatchingUp"
         op = OperationStatus(id=requested.id, type=requested.type, phase=first, started_at=now)
         started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
         return op, [started]

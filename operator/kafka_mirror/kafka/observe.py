@@ -23,6 +23,7 @@ from typing import Any
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -164,8 +165,12 @@ class ClusterReader:
     ) -> dict[Partition, int | ClusterUnavailable]:
         if not partitions:
             return {}
+        # The end a read_committed reader (our workers, the source's consumers) can reach: an
+        # open transaction's records count once it commits, so a promote does not wait on it.
         futures = self._admin.list_offsets(
-            {tp: spec for tp in partitions}, request_timeout=REQUEST_TIMEOUT
+            {tp: spec for tp in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=REQUEST_TIMEOUT,
         )
         return {(tp.topic, tp.partition): _offset_or_error(f) for tp, f in futures.items()}
 
