@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench crds dev-up dev-down build clean kind-e2e
+.PHONY: demo test check unit lint bench crds dev-up dev-down build clean kind-e2e
 
 # The product and, next to it, the development tooling it does not ship (dev/python). The
 # install compiles the hot path (setup.py), so an edit of its sources installs again.
@@ -25,9 +25,19 @@ $(STAMP): pyproject.toml dev/python/pyproject.toml setup.py $(HOT_PATH)
 demo: $(STAMP)
 	$(BIN)/kafka-mirror demo
 
-## All the tests: lint, then unit and integration tests against the real parts.
+# Three test processes side by side (pytest-xdist): most of a test's time is spent waiting for
+# Kafka, the API server or a pod, not computing. The real node's tests share one process (the
+# groups: tests/conftest.py); the slowest ten tests are listed at the end.
+PARALLEL := -n 3 --dist loadgroup --durations=10
+
+## All the tests: lint, then unit and integration tests against the real parts (what CI runs).
 test: lint build
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL)
+
+## The inner loop: lint, the unit tests, and the integration tests that need only Kafka and the
+## API server (not the real node, Spark nor Helm); about five minutes once the cache is warm.
+check: lint
+	$(BIN)/pytest $(PARALLEL) -m 'not (node or spark or helm)'
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit

@@ -43,6 +43,35 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     release_admins()
 
 
+# What a test's fixtures start says which real parts it needs (its markers, which select the
+# tiers: docs/dev-stack.md) and which parts only one of the suite's parallel workers may run:
+# the real node changes the host (a bridge, iptables), so its tests share one worker and one
+# node; the three-broker and the ACL clusters are started by one worker, not by each.
+NEEDS = {
+    "kafka_a": "kafka",
+    "kafka_b": "kafka",
+    "kafka_b3": "kafka",
+    "kafka_b_acl": "kafka",
+    "kube_apiserver": "kube",
+    "bare_apiserver": "kube",
+    "helm": "helm",
+    "kube_node": "node",
+    "spark": "spark",
+}
+ONE_WORKER = {"kube_node": "node", "kafka_b3": "b3", "kafka_b_acl": "acl"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for marker in sorted({NEEDS[f] for f in fixtures & NEEDS.keys()}):
+            item.add_marker(marker)
+        group = next((ONE_WORKER[f] for f in ONE_WORKER if f in fixtures), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked `spark` runs the audit as the image does, with $KAFKA_MIRROR_SPARK_JARS

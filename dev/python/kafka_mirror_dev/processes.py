@@ -19,10 +19,25 @@ _LISTEN_PORTS = range(20000, 32768)
 _handed_out: set[int] = set()
 
 
+def _listen_ports() -> range:
+    """This process's share of the range: each of the test suite's parallel workers (pytest-xdist
+    names them gw0, gw1, ...) takes its own slice, so two of them never probe the same port."""
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER"),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
+    )
+    if not worker or not count:
+        return _LISTEN_PORTS
+    size = len(_LISTEN_PORTS) // int(count)
+    start = _LISTEN_PORTS.start + int(worker.removeprefix("gw")) * size
+    return range(start, start + size)
+
+
 def free_port() -> int:
     """A loopback port that is free now, never handed out before by this process."""
+    ports = _listen_ports()
     while True:
-        port = random.choice(_LISTEN_PORTS)
+        port = random.choice(ports)
         if port in _handed_out:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
