@@ -112,18 +112,27 @@ class WorkerProcess(ChildProcess):
         time.sleep(0.5)
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, every: float = 0.25) -> None:
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str | Callable[[], str],
+    every: float = 0.25,
+) -> None:
     """Poll `condition`; a Kafka error or a request timing out while polling (a leader moving,
-    a broker restarting) counts as not yet."""
+    a broker restarting) counts as not yet. On timeout the message says what was waited for
+    (`what`, or what it returns then: what was seen last) and the last error seen."""
     deadline = time.monotonic() + timeout
+    error: Exception | None = None
     while time.monotonic() < deadline:
         try:
             if condition():
                 return
-        except (KafkaException, TimeoutError):
-            pass
+        except (KafkaException, TimeoutError) as failed:
+            error = failed
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    said = what() if callable(what) else what
+    last = f"; last error: {error}" if error is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {said}{last}")
 
 
 def group_offsets(cluster: LocalKafka, group: str) -> dict[tuple[str, int], int]:

@@ -310,7 +310,12 @@ def test_a_group_on_partitions_without_copies_gets_checkpoints_mirror_client_rea
         translated.update(translate_with_mirror_client(kafka_b, group))
         return len(translated) == 3
 
-    wait_for(all_partitions, 60, "MirrorClient to read checkpoints of all 3 partitions", every=2)
+    wait_for(
+        all_partitions,
+        60,
+        lambda: f"checkpoints of 3 partitions; MirrorClient read {translated}",
+        2,
+    )
     # Nothing on B for partitions 1 and 2: the group starts at their (empty) beginning there.
     assert translated == {(remote, 0): 120, (remote, 1): 0, (remote, 2): 0}
     assert end_offsets(kafka_b, remote) == {0: 200, 1: 0, 2: 0}
