@@ -140,6 +140,13 @@ def _operation(args: argparse.Namespace) -> None:
                     shown = line
                 if status.get("phase") == "Completed":
                     print(json.dumps({k: status.get(k) for k in ("rpo", "committed")}, indent=2))
+                    if skipped := status.get("skippedGroups"):
+                        # Their members on the target read on from `auto.offset.reset`.
+                        sys.exit(
+                            f"{kind} completed, but these groups had members on the target and "
+                            f"got no offsets: {', '.join(skipped)}; stop them, then commit by "
+                            "hand from status.operation or the checkpoints"
+                        )
                     return
             if time.monotonic() > deadline:
                 sys.exit(f"not completed within {args.timeout:.0f} s; it goes on: see the status")

@@ -174,9 +174,10 @@ def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
             wanted.setdefault(group, {}).update(offsets)
     admin = AdminClient(access.target)
     listed: list[CommittedOffset] = []
+    skipped: list[str] = []
     for group, offsets in sorted(wanted.items()):
-        if commit_to_idle_group(admin, group, offsets).active:
-            op.skipped_groups.append(group)
+        if commit_to_idle_group(admin, group, offsets, exact=True).active:
+            skipped.append(group)
             continue
         # What the group holds now, committed by us or before: the offsets it resumes from.
         held = committed_offsets(admin, group)
@@ -184,7 +185,9 @@ def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
             CommittedOffset(group=group, topic=t, partition=p, offset=held.get((t, p), o))
             for (t, p), o in sorted(offsets.items())
         ]
+    # Set once all went through: a pass cut short by Kafka is run again whole.
     op.committed, op.committed_count = listed[:MAX_COMMITTED], len(listed)
+    op.skipped_groups = skipped
 
 
 def _step(

@@ -1,9 +1,11 @@
 """Consumer groups across the two clusters: the groups' committed offsets, the newest checkpoints
-on the target, and committing translated offsets to a group on the target, never backwards and
-never under a group that has members there (its own commits win).
+on the target, and committing translated offsets to a group on the target, never under a group
+that has members there (its own commits win).
 
-The workers' offset sync and the operator's promote and failover commit through the same
-`commit_to_idle_group`."""
+The workers' continuous offset sync and the operator's promote, failover and return commit
+through the same `commit_to_idle_group`: the sync never moves a group backwards (MirrorMaker 2's
+rule), an operation commits exactly the translated offset (backwards too: a group rewound on the
+source resumes on the target where it was rewound to)."""
 
 from __future__ import annotations
 
@@ -39,14 +41,12 @@ class Committed:
 
 
 def committed_offsets(admin: AdminClient, group: str) -> dict[Position, int]:
-    """The group's committed offsets ({} for a group the cluster does not know)."""
+    """The group's committed offsets ({} for a group the cluster does not know). A failed read
+    raises: taken for "nothing committed", it would make the next commit unconditional."""
     futures = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=ADMIN_TIMEOUT
     )
-    try:
-        result = futures[group].result(timeout=ADMIN_TIMEOUT)
-    except KafkaException:
-        return {}
+    result = futures[group].result(timeout=ADMIN_TIMEOUT)
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.topic_partitions or []
@@ -63,12 +63,19 @@ def is_active(admin: AdminClient, group: str) -> bool:
     return bool(description.members) or description.state not in IDLE_STATES
 
 
-def commit_to_idle_group(admin: AdminClient, group: str, wanted: dict[Position, int]) -> Committed:
-    """Commit `wanted` to `group` where it moves the group forward, if the group is idle."""
+def commit_to_idle_group(
+    admin: AdminClient, group: str, wanted: dict[Position, int], exact: bool = False
+) -> Committed:
+    """Commit `wanted` to `group` if the group is idle: where it moves the group forward, or
+    (`exact`, a hand-over) wherever it differs from what the group holds."""
     if is_active(admin, group):
         return Committed(active=True)
     current = committed_offsets(admin, group)
-    updates = {tp: offset for tp, offset in wanted.items() if offset > current.get(tp, -1)}
+    updates = {
+        tp: offset
+        for tp, offset in wanted.items()
+        if (offset != current.get(tp) if exact else offset > current.get(tp, -1))
+    }
     if not updates:
         return Committed()
     request = [TopicPartition(t, p, o) for (t, p), o in sorted(updates.items())]

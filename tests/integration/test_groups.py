@@ -1,0 +1,52 @@
+"""Committing translated offsets to a group on the target, against a real cluster: the workers'
+continuous sync only moves a group forward; a hand-over (failover, promote, return) commits
+exactly what the checkpoints say, backwards too; a group with members is left alone."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.kafka.groups import commit_to_idle_group, committed_offsets
+from kafka_mirror_dev.kafka import LocalKafka
+from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.worker import commit_group, wait_for
+
+pytestmark = [pytest.mark.kafka]
+
+
+def test_a_hand_over_moves_a_rewound_group_back_and_the_sync_never_does(
+    kafka_b: LocalKafka,
+) -> None:
+    topic, group = unique("t.A"), unique("rewound")
+    create_topics(kafka_b.bootstrap_servers, [topic], partitions=2)
+    produce(kafka_b.bootstrap_servers, topic, records(400, partitions=2))
+    commit_group(kafka_b, group, topic, {0: 150, 1: 120})  # synced before the rewind on A
+    admin = AdminClient({"bootstrap.servers": kafka_b.bootstrap_servers})
+    rewound = {(topic, 0): 50, (topic, 1): 120}
+    forward = commit_to_idle_group(admin, group, rewound)
+    assert not forward.active and forward.offsets == {}
+    assert committed_offsets(admin, group) == {(topic, 0): 150, (topic, 1): 120}
+    exact = commit_to_idle_group(admin, group, rewound, exact=True)
+    assert not exact.active and exact.offsets == {(topic, 0): 50}  # the other one held already
+    assert committed_offsets(admin, group) == rewound
+
+
+def test_a_group_with_members_on_the_target_gets_nothing(kafka_b: LocalKafka) -> None:
+    topic, group = unique("t.A"), unique("busy")
+    create_topics(kafka_b.bootstrap_servers, [topic], partitions=1)
+    member = Consumer({"bootstrap.servers": kafka_b.bootstrap_servers, "group.id": group})
+    member.subscribe([topic])
+    admin = AdminClient({"bootstrap.servers": kafka_b.bootstrap_servers})
+
+    def joined() -> bool:
+        member.poll(0.2)  # the join happens while polling
+        return bool(member.assignment())
+
+    try:
+        wait_for(joined, 60, "the member to join its group")
+        committed = commit_to_idle_group(admin, group, {(topic, 0): 0}, exact=True)
+        assert committed.active and committed.offsets == {}
+    finally:
+        member.close()
