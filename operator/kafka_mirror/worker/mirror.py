@@ -37,6 +37,7 @@ from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
 from kafka_mirror.worker.periodic import OffLoop, Periodic
 from kafka_mirror.worker.permanent import refusal_in_fatal
+from kafka_mirror.worker.resume_points import resume_uncommitted
 from kafka_mirror.worker.retention import RetentionLosses
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.tasks import CheckpointTask, send_heartbeat
@@ -50,6 +51,7 @@ BACKLOG_WAIT_SECONDS = 0.05  # for the producer's queue to drain before the batc
 DELIVERY_CHECK_SECONDS = 5.0
 PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target answering
 REVOKE_FLUSH_SECONDS = 30.0
+COMMITTED_SECONDS = 10.0  # reading the committed offsets at assignment
 SHUTDOWN_FLUSH_SECONDS = 20.0  # within Kubernetes' default 30 s grace period
 # Changing these needs new clients, so the worker restarts to apply them.
 RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port", "processes")
@@ -330,7 +332,20 @@ class MirrorWorker:
 
     def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.info("assigned %d partitions", len(partitions))
-        self.losses.restore(self.clients.consumer, partitions)
+        try:
+            committed = self.clients.consumer.committed(partitions, timeout=COMMITTED_SECONDS)
+        except KafkaException as error:
+            log.warning("cannot read the committed offsets at assignment: %s", error)
+            return  # the consumer reads them itself; the losses counted before are not known
+        self.losses.restore(committed)
+        resume_uncommitted(
+            self.clients.consumer,
+            committed,
+            self.clients.target_settings,
+            self.config.source.alias,
+            self.topics.plan.mirrored,
+            self.topics.source_ids,
+        )
 
     def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Before giving partitions to another replica, commit what the target holds of them."""

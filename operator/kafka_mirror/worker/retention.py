@@ -32,13 +32,8 @@ class RetentionLosses:
         self.metrics = metrics
         self.losses: dict[Key, RetentionLoss] = {}
 
-    def restore(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def restore(self, committed: list[TopicPartition]) -> None:
         """At assignment: the losses earlier owners committed, so that the count goes on."""
-        try:
-            committed = consumer.committed(partitions, timeout=WATERMARK_SECONDS)
-        except KafkaException as error:
-            log.warning("cannot read the committed losses to retention: %s", error)
-            return
         for tp in committed:
             _problem, loss = read_commit_note(tp.metadata or "")
             if loss is not None:

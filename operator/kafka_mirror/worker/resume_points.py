@@ -1,0 +1,152 @@
+"""Where a partition resumes when its source group holds no commit: after its last copy on the
+target.
+
+The worker's position lives in its consumer group on the source, and Kafka deletes an empty
+group's offsets `offsets.retention.minutes` (7 days by default) after its last commit: a mirror
+paused, failed over or stopped for longer found no commit and copied every retained record again
+from the log start. (MirrorMaker 2 keeps its positions in Connect's offsets topic, which does not
+expire.) The target still says where the copies end: the provenance header of the last copy of
+ours in a remote partition names its source partition, offset and topic incarnation. The worker
+resumes one past it. Records that left the source in between are below its log start there,
+so the consumer reports the jump and `retention.py` counts them lost, as for any position the
+source no longer holds.
+
+The last copy, not the highest: a run that resumed at its last commit re-sent what an earlier
+run had copied already, so the last run's last copy is where copying stands without a gap
+(the assumption docs/translation.md rests on too). A partition with no copy of ours (a mirror's
+first start, a topic deleted and created again: another incarnation) starts from the log start.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from kafka_mirror.kafka.formats import newest_provenance
+from kafka_mirror.kafka.tail import reading_consumer
+
+log = logging.getLogger(__name__)
+
+SCAN_BACK = 1_000  # records read back from the end for a copy of ours (fan-in: others' records)
+READ_SECONDS = 10.0  # for all the partitions of one assignment
+
+
+def after_last_copy(
+    consumer: Consumer,
+    remote: str,
+    partition: int,
+    alias: str,
+    topic_id: bytes | None,
+    deadline: float,
+) -> int | None:
+    """One past the source offset of the last copy of `alias`'s partition (of the incarnation
+    `topic_id`) in `remote[partition]`, or None when the last records hold none."""
+    point = TopicPartition(remote, partition)
+    low, high = consumer.get_watermark_offsets(
+        point, timeout=max(deadline - time.monotonic(), 0.1), cached=False
+    )
+    if high <= low:
+        return None
+    consumer.assign([TopicPartition(remote, partition, max(low, high - SCAN_BACK))])
+    last: int | None = None
+    try:
+        while time.monotonic() < deadline:
+            messages = consumer.consume(500, timeout=0.1)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return None if last is None else last + 1
+                    continue
+                found = _ours(message.headers() or [], alias, partition, topic_id)
+                if found is not None:
+                    last = found
+                if (message.offset() or 0) >= high - 1:
+                    return None if last is None else last + 1
+    finally:
+        consumer.unassign()
+    raise KafkaException(f"{remote}[{partition}]: not read to its end in time")
+
+
+def _ours(headers: Any, alias: str, partition: int, topic_id: bytes | None) -> int | None:
+    if isinstance(headers, dict):  # the client's typing allows it; consumers give lists
+        headers = list(headers.items())
+    try:
+        provenance = newest_provenance(headers)
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return None  # someone else's header under our name
+    if provenance is None or (provenance.alias, provenance.partition) != (alias, partition):
+        return None
+    if topic_id is not None and provenance.topic_id not in (None, topic_id):
+        return None  # a copy of the topic's earlier incarnation
+    return provenance.offset
+
+
+def resume_points(
+    target: dict[str, Any],
+    alias: str,
+    uncommitted: list[tuple[str, int, str, bytes | None]],
+) -> dict[tuple[str, int], int]:
+    """For source partitions with no commit, given as (topic, partition, remote topic, topic
+    ID): where each resumes, for those whose remote partition holds copies of ours."""
+    if not uncommitted:
+        return {}
+    consumer = reading_consumer(target, "kafka-mirror.resume-points")  # assigned, never joined
+    deadline = time.monotonic() + READ_SECONDS
+    found: dict[tuple[str, int], int] = {}
+    try:
+        for topic, partition, remote, topic_id in uncommitted:
+            try:
+                start = after_last_copy(consumer, remote, partition, alias, topic_id, deadline)
+            except KafkaException as error:
+                # Not known: from the log start, as before (copies again, loses nothing).
+                log.warning("%s[%d]: cannot read where its copies end: %s", topic, partition, error)
+                continue
+            if start is not None:
+                found[(topic, partition)] = start
+    finally:
+        consumer.close()
+    return found
+
+
+def resume_uncommitted(
+    consumer: Consumer,
+    committed: list[TopicPartition],
+    target: dict[str, Any],
+    alias: str,
+    mirrored: dict[str, str],
+    topic_ids: dict[str, bytes | None],
+) -> None:
+    """At assignment (`committed`: the partitions assigned, at their commits): assign those
+    with no commit and copies on the target after their last copy, the others at their commits
+    or (none) at `auto.offset.reset`. Nothing to do: librdkafka assigns them all itself."""
+    starts = resume_points(
+        target,
+        alias,
+        [
+            (tp.topic, tp.partition, mirrored[tp.topic], topic_ids.get(tp.topic))
+            for tp in committed
+            if tp.offset < 0 and tp.topic in mirrored
+        ],
+    )
+    if not starts:
+        return
+    for (topic, partition), start in sorted(starts.items()):
+        log.warning(
+            "%s[%d]: no commit on the source (expired, or the group deleted): resuming after "
+            "the last copy on the target, at %d",
+            topic,
+            partition,
+            start,
+        )
+    # Assigned in the callback: librdkafka then assigns nothing itself.
+    consumer.incremental_assign(
+        [
+            TopicPartition(tp.topic, tp.partition, starts.get((tp.topic, tp.partition), tp.offset))
+            for tp in committed
+        ]
+    )

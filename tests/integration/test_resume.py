@@ -1,0 +1,71 @@
+"""A mirror's progress outlives its source consumer group: Kafka deletes an empty group's offsets
+after `offsets.retention.minutes` (7 days), so a mirror stopped longer (a failover, a failback
+period, a long pause) finds no commit. It resumes after its last copies on the target, never
+from the log start of a topic it mirrored before, and counts what left the source meanwhile."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from kafka_mirror_dev.clients import DetachedAdmin
+from kafka_mirror_dev.kafka import LocalKafka
+from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.worker import (
+    StartWorker,
+    group_offsets,
+    read_partition,
+    wait_until_mirrored,
+    worker_config,
+    worker_group,
+)
+
+pytestmark = [pytest.mark.kafka]
+
+
+def copies(kafka_b: LocalKafka, remote: str, partition: int) -> Counter[int]:
+    """How many copies of each source offset the remote partition holds (by their headers)."""
+    found: Counter[int] = Counter()
+    for record in read_partition(kafka_b, remote, partition, 0):
+        headers = [v for k, v in record.headers if k == PROVENANCE_HEADER]
+        found[Provenance.decode(headers[-1]).offset] += 1
+    return found
+
+
+def test_a_mirror_whose_source_group_expired_resumes_after_its_last_copies(
+    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+) -> None:
+    topic = unique("expired")
+    remote = f"{topic}.A"
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
+    written = records(1000, partitions=2)
+    produce(kafka_a.bootstrap_servers, topic, written[:600])  # 300 a partition
+    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    group = worker_group(config)
+    before = start_worker(config, name="before")
+    wait_until_mirrored(kafka_a, config, topic)
+    before.stop()
+    # While the mirror stands stopped, its group's offsets expire on A, 400 more records come,
+    # and A's retention removes 50 of them before anything mirrored them.
+    with DetachedAdmin(kafka_a.bootstrap_servers) as admin:
+        admin.client.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+    assert group_offsets(kafka_a, group) == {}
+    produce(kafka_a.bootstrap_servers, topic, written[600:])  # offsets 300-499 a partition
+    with DetachedAdmin(kafka_a.bootstrap_servers) as admin:
+        deleted = admin.client.delete_records([TopicPartition(topic, 0, 350)], request_timeout=30)
+        next(iter(deleted.values())).result(timeout=30)
+
+    after = start_worker(config, name="after")
+    wait_until_mirrored(kafka_a, config, topic)
+    # Every record once: nothing copied again from the log start (partition 1 still has its
+    # first 300 on A), nothing skipped but what retention took before it was mirrored.
+    assert copies(kafka_b, remote, 1) == Counter(range(500))
+    assert copies(kafka_b, remote, 0) == Counter([*range(300), *range(350, 500)])
+    metrics = after.get("/metrics") or ""
+    lost = f'kafka_mirror_records_lost_to_retention_total{{partition="0",topic="{topic}"}} 50.0'
+    assert lost in metrics, [m for m in metrics.splitlines() if "lost_to_retention" in m]
+    assert "resuming after the last copy on the target" in after.log()
