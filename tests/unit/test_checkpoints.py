@@ -7,7 +7,7 @@ from typing import Any, cast
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
 from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import NameFilter
-from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter, is_news
+from kafka_mirror.worker.checkpoints import Checkpointer, is_news
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.offsets import Sync
 from kafka_mirror.worker.translation import ProvenanceReader, Translation
@@ -62,7 +62,7 @@ def checkpointer(syncs: Tail, reader: Any = None) -> Checkpointer:
         unused,
         cast(TopicTail, syncs),
         "A.checkpoints.internal",
-        GroupFilter(NameFilter((".*",)), own_group="kafka-mirror.m"),
+        NameFilter((".*",)),
         False,
         WorkerMetrics(),
         cast(ProvenanceReader | None, reader),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafka_mirror.api.models import GroupSelection
 from kafka_mirror.api.worker_config import MissingCredential, WorkerConfig
 
 
@@ -84,3 +85,33 @@ def test_broken_selections_are_reported_and_the_others_kept() -> None:
 
 def test_the_worker_group_is_named_after_the_mirror() -> None:
     assert config().consumer_group == "kafka-mirror.ns.a-to-b"
+
+
+def test_no_mirrors_workers_connect_or_console_groups_are_checkpointed_by_default() -> None:
+    config = WorkerConfig.model_validate(
+        {
+            "mirror": "ns/m",
+            "source": {"alias": "A", "bootstrapServers": "a:9092"},
+            "target": {"alias": "B", "bootstrapServers": "b:9092"},
+        }
+    )
+    groups = config.groups_checkpointed()
+    assert groups.matches("billing") and groups.matches("kafka-mirror-app")
+    for left_out in (
+        config.consumer_group,
+        "kafka-mirror.other-ns.other-mirror",  # another mirror's workers
+        "connect-mm2",
+        "console-consumer-4711",
+        "__internal",
+    ):
+        assert not groups.matches(left_out), left_out
+    # Excludes of one's own replace MirrorMaker 2's, never the rule for workers' groups.
+    mine = config.model_copy(
+        update={
+            "checkpoints": config.checkpoints.model_copy(
+                update={"groups": GroupSelection(excludes=["x"])}
+            )
+        }
+    )
+    assert mine.groups_checkpointed().matches("connect-mm2")
+    assert not mine.groups_checkpointed().matches(config.consumer_group)

@@ -170,6 +170,10 @@ class OffsetSyncs(ApiModel):
     )
 
 
+# MirrorMaker 2's `groups.exclude` default: groups no application fails over with.
+DEFAULT_GROUP_EXCLUDES = ("console-consumer-.*", "connect-.*", "__.*")
+
+
 class GroupSelection(ApiModel):
     """Consumer groups whose offsets are checkpointed, as whole-name regular expressions."""
 
@@ -178,7 +182,12 @@ class GroupSelection(ApiModel):
     ] = Field(default_factory=lambda: [".*"], description="Groups matching any of these.")
     excludes: Annotated[
         list[Annotated[str, Field(max_length=MAX_PATTERN_LENGTH)]], Field(max_length=MAX_PATTERNS)
-    ] = Field(default_factory=list, description="...and none of these.")
+    ] = Field(
+        default_factory=lambda: list(DEFAULT_GROUP_EXCLUDES),
+        description="...and none of these. By default MirrorMaker 2's: console consumers, "
+        "Kafka Connect's workers and internal groups. Every mirror's own workers' groups "
+        "(`kafka-mirror.*`) are left out whatever this says.",
+    )
 
     @field_validator("includes", "excludes")
     @classmethod

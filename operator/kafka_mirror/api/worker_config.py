@@ -9,6 +9,7 @@ Secret changes.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -29,6 +30,9 @@ from kafka_mirror.api.models import (
     validate_patterns,
 )
 from kafka_mirror.topics import NameFilter, TopicNamer
+
+# Every mirror's workers' group on its source starts so: never a group to checkpoint.
+WORKER_GROUP_PREFIX = "kafka-mirror."
 
 
 class TlsFromEnv(ApiModel):
@@ -132,7 +136,15 @@ class WorkerConfig(ApiModel):
     @property
     def consumer_group(self) -> str:
         """The workers' own group on the source: never checkpointed."""
-        return "kafka-mirror." + self.mirror.replace("/", ".")
+        return WORKER_GROUP_PREFIX + self.mirror.replace("/", ".")
+
+    def groups_checkpointed(self) -> NameFilter:
+        """The source's groups whose offsets are checkpointed: the selection, never a mirror's
+        own workers' group (this mirror's or another's)."""
+        groups = self.checkpoints.groups
+        return NameFilter(
+            tuple(groups.includes), (*groups.excludes, f"{re.escape(WORKER_GROUP_PREFIX)}.*")
+        )
 
     def namer(self) -> TopicNamer:
         return TopicNamer(self.source.alias, self.topic_naming.policy, self.topic_naming.separator)

@@ -38,8 +38,7 @@ from kafka_mirror.kafka.groups import (
     newest_checkpoints,
 )
 from kafka_mirror.kafka.reverse import original_positions
-from kafka_mirror.topics import NameFilter, TopicNamer
-from kafka_mirror.worker.checkpoints import GroupFilter
+from kafka_mirror.topics import TopicNamer
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
 MAX_PENDING_SHOWN = 3
@@ -106,23 +105,16 @@ def pending_checkpoints(
     return pending
 
 
-def _group_filter(config: WorkerConfig) -> GroupFilter:
-    groups = config.checkpoints.groups
-    return GroupFilter(
-        NameFilter(tuple(groups.includes), tuple(groups.excludes)), config.consumer_group
-    )
-
-
 def _source_positions(config: WorkerConfig, settings: dict[str, Any]) -> dict[str, Any]:
     admin = AdminClient(settings)
     listing = admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result(
         timeout=ADMIN_TIMEOUT
     )
-    wanted = _group_filter(config)
+    wanted = config.groups_checkpointed()
     return {
         g.group_id: committed_offsets(admin, g.group_id)
         for g in listing.valid
-        if wanted.wants(g.group_id)
+        if wanted.matches(g.group_id)
     }
 
 
@@ -165,9 +157,9 @@ def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
     assert access.target is not None
     newest = newest_checkpoints(access.target, checkpoints_topic(config.source.alias))
     wanted: dict[str, dict[Position, int]] = {}
-    groups = _group_filter(config)
+    groups = config.groups_checkpointed()
     for (group, topic, partition), checkpoint in newest.items():
-        if groups.wants(group) and _selected_remote(config, topic):
+        if groups.matches(group) and _selected_remote(config, topic):
             wanted.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
     if op.type != "Failover" and access.source is not None:
         for group, offsets in _reverse(config, access.source).items():

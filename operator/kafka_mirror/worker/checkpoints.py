@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -52,15 +51,6 @@ def is_news(previous: Checkpoint | None, upstream: int, downstream: int) -> bool
     return upstream > previous.upstream_offset and downstream == previous.downstream_offset
 
 
-@dataclass
-class GroupFilter:
-    selection: NameFilter
-    own_group: str
-
-    def wants(self, group: str) -> bool:
-        return group != self.own_group and self.selection.matches(group)
-
-
 class Checkpointer:
     """Checkpoints and group-offset sync for the partitions this worker owns."""
 
@@ -71,7 +61,7 @@ class Checkpointer:
         target_producer: Producer,
         offset_syncs: TopicTail,
         checkpoints_topic: str,
-        groups: GroupFilter,
+        groups: NameFilter,
         sync_group_offsets: bool,
         metrics: WorkerMetrics,
         target_reader: ProvenanceReader | None = None,
@@ -125,7 +115,7 @@ class Checkpointer:
         )
         for error in listing.errors:
             log.warning("listing the source's consumer groups: %s", error)
-        groups = [g.group_id for g in listing.valid if self.groups.wants(g.group_id)]
+        groups = [g.group_id for g in listing.valid if self.groups.matches(g.group_id)]
         # Each pass starts one group further on: when the pass's time for reading the target
         # runs out, it is not always the same groups that go without an exact translation.
         self.passes += 1

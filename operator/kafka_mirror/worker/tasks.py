@@ -9,8 +9,7 @@ import time
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC, Heartbeat, checkpoints_topic
 from kafka_mirror.kafka.tail import TopicTail
-from kafka_mirror.topics import NameFilter
-from kafka_mirror.worker.checkpoints import Checkpointer, GroupFilter
+from kafka_mirror.worker.checkpoints import Checkpointer
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.translation import ProvenanceReader
@@ -28,17 +27,13 @@ class CheckpointTask:
     ) -> None:
         self.clients = clients
         self.topic = checkpoints_topic(config.source.alias)
-        groups = config.checkpoints.groups
         self.checkpointer = Checkpointer(
             clients.source_admin,
             clients.target_admin,
             clients.checkpoints_producer,
             TopicTail(clients.syncs_reader, syncs_topic),
             self.topic,
-            GroupFilter(
-                NameFilter(tuple(groups.includes), tuple(groups.excludes)),
-                own_group=config.consumer_group,
-            ),
+            config.groups_checkpointed(),
             config.checkpoints.sync_group_offsets,
             metrics,
             target_reader=ProvenanceReader(
