@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -11,7 +12,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from kafka_mirror_dev.builds import kafka_libs
 from kafka_mirror_dev.clients import destroy_in_background
+from kafka_mirror_dev.kafka import LocalKafka, java_command
 
 
 @dataclass(frozen=True)
@@ -193,3 +196,26 @@ def records(count: int, partitions: int, size: int = 20) -> list[Record]:
         )
         for i in range(count)
     ]
+
+
+def client_quota(cluster: LocalKafka, setting: str | None) -> None:
+    """Set (or, with None, delete) a default producer byte-rate quota on every broker of the
+    cluster, with Kafka's own kafka-configs tool."""
+    change = ["--add-config", setting] if setting else ["--delete-config", "producer_byte_rate"]
+    subprocess.run(
+        java_command(
+            kafka_libs(),
+            "kafka.admin.ConfigCommand",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            "--alter",
+            *change,
+            "--entity-type",
+            "clients",
+            "--entity-default",
+            heap="256m",
+        ),
+        check=True,
+        capture_output=True,
+        text=True,
+    )

@@ -4,13 +4,14 @@ worker pods on the real node (kafka_mirror_dev/node.py), a real producer and a r
 
 A producer writes `t` on A, the group reads it on A and commits mid-stream; A is cut off while
 the mirror is behind; fail over (declaratively); the group reads `t.A` on B from its committed
-offsets, the producer writes the local `t` on B and the group reads part of it; A returns; the
-reverse mirror B→A (`t` as `t.B`, never `t.A` back) catches up and returns (one operation, from
-the CLI, the operator killed midway): it commits the group's offsets on A for `t.B` and, by
-reverse checkpoints, for `t`, stops, and starts A→B again, which brings the records A held but
-never mirrored to B; the group returns to A and reads on as A→B mirrors again. Every record
-produced anywhere is read by the group at least once (checked by content), and no cycle topic
-appears."""
+offsets, the producer writes the local `t` on B (100,000 records) and the group reads part of
+it; A returns, throttled by a quota; the reverse mirror B→A (`t` as `t.B`, never `t.A` back)
+turns Ready with most of that still to copy, and is returned at once (one operation, from the
+CLI, the operator killed midway): it catches up first, then commits the group's offsets on A
+for `t.B` and, by reverse checkpoints, for `t`, stops, and starts A→B again, which brings the
+records A held but never mirrored to B; the group returns to A and reads on as A→B mirrors
+again. Every record produced anywhere is read by the group at least once (checked by content),
+and no cycle topic appears."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from tests.helpers.dr import (
     values,
     workers_stopped,
 )
-from tests.helpers.kafka import admin_for, create_topics, produce
+from tests.helpers.kafka import admin_for, client_quota, create_topics, produce
 from tests.helpers.node import NodeStack
 from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
 from tests.helpers.worker import wait_for
@@ -46,6 +47,8 @@ from tests.helpers.worker import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
 
 SWITCHES = 2  # A to B, then B to A: each may re-read up to the bound per partition
+ON_B = 100_000  # records B takes while A is away
+SLOW_A = 200_000  # bytes a second A takes from a producer when it comes back
 
 
 def topics_named(cluster: LocalKafka, topic: str) -> set[str]:
@@ -57,6 +60,7 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     node_stack: NodeStack,
     kube_node: KubeNode,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     kafka_a, kafka_b = node_stack.kafka_a, node_stack.kafka_b
     kube_api, namespace = node_stack.api, node_stack.namespace
@@ -86,17 +90,30 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
         # of which the group reads 100 before it commits and leaves.
         read_on_b = application(kafka_b, app, [f"{t}.A"], limit=None)
         create_topics(kafka_b.bootstrap_servers, [t], partitions=PARTITIONS)
-        produce(kafka_b.bootstrap_servers, t, values(f"{t}-on-b", 0, 150))
+        produce(kafka_b.bootstrap_servers, t, values(f"{t}-on-b", 0, ON_B))
         read_on_b += application(kafka_b, app, [t], limit=100)
     finally:
         kafka_a.start()
 
-    # A is back: mirror B to A what was written on B (t as t.B; never t.A back).
+    # A is back, slowed by a quota, and B took a lot: the reverse mirror B→A (t as t.B; never
+    # t.A back) turns Ready with a backlog, and the return is asked at once, as the runbook's
+    # `kubectl wait --for=condition=Ready` then `kafka-mirror return` would.
+    client_quota(kafka_a, f"producer_byte_rate={SLOW_A}")
+    request.addfinalizer(lambda: client_quota(kafka_a, None))  # A serves the other tests too
     source = {"alias": "B", "bootstrapServers": kafka_b.bootstrap_servers}
     target = {"alias": "A", "bootstrapServers": kafka_a.bootstrap_servers}
     apply(kube_api, mirror("b-to-a", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
     apply(kube_api, selection("failback", namespace, "b-to-a", [t], (".*\\.A",)))
-    assert len(remote_values(kafka_a, f"{t}.B", 150)) == 150
+    wait_for(
+        lambda: (
+            condition(get_custom(kube_api, namespace, "kafkamirrors", "b-to-a"), "Ready")["status"]
+            == "True"
+        ),
+        120,
+        "b-to-a to be Ready",
+    )
+    backlog = status_of(kube_api, namespace, "b-to-a").get("totalLag") or 0
+    print(f"b-to-a Ready with a backlog of {backlog} records")
     # Return, from the CLI, which follows the status across the operator's restart.
     output = tmp_path / "return.out"
     with output.open("w") as sink:
@@ -115,7 +132,9 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
         node_stack.operator.start()
         assert cli.wait(timeout=300) == 0, output.read_text()
     printed = output.read_text()
+    print(printed)
     assert "Return back-to-a requested" in printed and "Completed" in printed, printed
+    assert "CatchingUp: mirroring the last" in printed, printed  # it had a backlog to copy
     back = operation_of(kube_api, namespace, "b-to-a")
     assert back["rpo"]["totalRecords"] == 0
     committed = {(c["group"], c["topic"]) for c in back["committed"]}
@@ -148,7 +167,8 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     assert remote_values(kafka_b, f"{t}.A", 500) == {r.value for r in values(t, 0, 500)}
 
     # Every record produced anywhere was read by the group at least once.
-    produced = {r.value for r in values(t, 0, 500)} | {r.value for r in values(f"{t}-on-b", 0, 150)}
+    on_b = {r.value for r in values(f"{t}-on-b", 0, ON_B)}
+    produced = {r.value for r in values(t, 0, 500)} | on_b
     read = Counter([*scenario.read_on_a, *read_on_b, *read_on_a])
     unread = produced - set(read)
     assert not unread, f"{len(unread)} records never read, e.g. {sorted(unread)[:3]}"

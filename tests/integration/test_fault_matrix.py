@@ -10,7 +10,6 @@ no worker restart, and re-sends at most what was in flight. The figures are prin
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from pyspark.sql import SparkSession
 
-from kafka_mirror_dev.builds import kafka_libs
-from kafka_mirror_dev.kafka import LocalKafka, java_command
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import check_content
 from tests.helpers.faults import (
     Outcome,
@@ -33,7 +31,7 @@ from tests.helpers.faults import (
     settle,
     verify,
 )
-from tests.helpers.kafka import admin_for, create_topics, end_offsets, unique
+from tests.helpers.kafka import admin_for, client_quota, create_topics, end_offsets, unique
 from tests.helpers.matrix import RATE, mirror_topic, traffic
 from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE
 from tests.helpers.worker import (
@@ -279,29 +277,6 @@ def test_a_target_partition_stalled_while_the_others_flow(
     recovery = time.monotonic() - back
     fault = "2 of 4 target partitions short of in-sync replicas for over a minute"
     verify(outcomes, fault, kafka_a, kafka_b3, config, [topic], [worker], spark, bound, recovery)
-
-
-def client_quota(cluster: LocalKafka, setting: str | None) -> None:
-    """Set (or, with None, delete) a default producer byte-rate quota on every broker of the
-    cluster, with Kafka's own kafka-configs tool."""
-    change = ["--add-config", setting] if setting else ["--delete-config", "producer_byte_rate"]
-    subprocess.run(
-        java_command(
-            kafka_libs(),
-            "kafka.admin.ConfigCommand",
-            "--bootstrap-server",
-            cluster.bootstrap_servers,
-            "--alter",
-            *change,
-            "--entity-type",
-            "clients",
-            "--entity-default",
-            heap="256m",
-        ),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
 
 
 def test_the_target_throttled_by_a_quota_behind_a_backlog_of_millions(
