@@ -145,6 +145,14 @@ def test_scale_subresource_reads_spec_replicas(kube_api: client.ApiClient, names
             with_spec(MIRROR, "operation", {"type": "Promote", "id": "p", "resume": "a-to-b"}),
             "resume names the mirror to start again",
         ),
+        (
+            with_spec(
+                with_spec(MIRROR, "topicNaming", {"policy": "identity"}),
+                "operation",
+                {"type": "Return", "id": "back", "resume": "a-to-b"},
+            ),
+            "a Return cannot translate positions under identity naming",
+        ),
         (with_spec(SELECTION, "mirror", "-"), "spec.mirror: Required value"),
         (
             with_spec(SELECTION, "includes", [1, 2]),
@@ -174,6 +182,7 @@ def test_scale_subresource_reads_spec_replicas(kube_api: client.ApiClient, names
         "bad-schedule",
         "return-without-resume",
         "resume-without-return",
+        "return-under-identity",
         "selection-without-mirror",
         "non-string-patterns",
         "patterns-not-a-list",

@@ -101,6 +101,13 @@ def test_a_whole_object_parses_as_the_api_server_returns_it() -> None:
             mirror_spec(checkpoints={"groups": {"includes": ["("]}}),
             "invalid regular expression '(': missing ): (",
         ),
+        (
+            mirror_spec(
+                topicNaming={"policy": "identity"},
+                operation={"type": "Return", "id": "r", "resume": "a-to-b"},
+            ),
+            "a Return cannot translate positions under identity naming",
+        ),
     ],
 )
 def test_invalid_mirrors_are_refused_with_a_readable_message(

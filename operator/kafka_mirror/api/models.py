@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF, KeyAllowList
 from kafka_mirror.api.base import ApiModel, cel
-from kafka_mirror.api.operations import MirrorOperation
+from kafka_mirror.api.operations import (
+    IDENTITY_RETURN_MESSAGE,
+    IDENTITY_RETURN_RULE,
+    MirrorOperation,
+)
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.patterns import pattern_error
 
@@ -312,14 +316,20 @@ class WorkerPod(ApiModel):
     annotations: StringMap = Field(default_factory=dict, description="Extra pod annotations.")
 
 
+VALIDATIONS = "x-kubernetes-validations"
+ALIASES_MESSAGE = "source and target must have different aliases"
+
+
 class KafkaMirrorSpec(ApiModel):
     """One mirror: source cluster to target cluster."""
 
     model_config = ConfigDict(
-        json_schema_extra=cel(
-            "self.source.alias != self.target.alias",
-            "source and target must have different aliases",
-        )
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                *cel("self.source.alias != self.target.alias", ALIASES_MESSAGE)[VALIDATIONS],
+                *cel(IDENTITY_RETURN_RULE, IDENTITY_RETURN_MESSAGE)[VALIDATIONS],
+            ]
+        }
     )
 
     source: KafkaCluster = Field(description="The cluster topics are mirrored from.")
@@ -362,8 +372,18 @@ class KafkaMirrorSpec(ApiModel):
     def _aliases_differ(cls, target: KafkaCluster, info: Any) -> KafkaCluster:
         source = info.data.get("source")
         if source is not None and source.alias == target.alias:
-            raise ValueError("source and target must have different aliases")
+            raise ValueError(ALIASES_MESSAGE)
         return target
+
+    @model_validator(mode="after")
+    def _no_return_under_identity(self) -> KafkaMirrorSpec:
+        if (
+            self.operation is not None
+            and self.operation.type == "Return"
+            and self.topic_naming.policy == "identity"
+        ):
+            raise ValueError(IDENTITY_RETURN_MESSAGE)
+        return self
 
 
 class MirrorTopicSelectionSpec(ApiModel):

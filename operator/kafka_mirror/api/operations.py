@@ -17,6 +17,19 @@ RESUME_RULE = "has(self.resume) == (self.type == 'Return')"
 RESUME_MESSAGE = "resume names the mirror to start again: required for Return, only for Return"
 
 
+IDENTITY_RETURN_RULE = (
+    "!has(self.operation) || self.operation.type != 'Return' || "
+    "!has(self.topicNaming) || self.topicNaming.policy != 'identity'"
+)
+# Under identity naming a group's position in `t` on B counts B's own records and the copies
+# of A's in one sequence: no offset on A follows from it without skipping or re-reading blindly.
+IDENTITY_RETURN_MESSAGE = (
+    "a Return cannot translate positions under identity naming (t on B holds B's own records "
+    "and A's copies in one sequence): Promote this mirror, set the groups' offsets on A by hand "
+    "(kafka-consumer-groups --reset-offsets), then remove the forward mirror's operation"
+)
+
+
 class MirrorOperation(ApiModel):
     """A requested operation. The operator runs each id once."""
 
