@@ -226,8 +226,9 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
         print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    """One local Spark session per test process (its JVM takes 10-20 s to start)."""
     spark = session("local[2]", {})
     yield spark
     spark.stop()

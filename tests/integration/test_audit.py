@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import append_history, audit
-from kafka_mirror.audit.spark import session
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, checkpoints_topic, offset_syncs_topic
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.audit import commit, mirror_everything
@@ -29,13 +27,6 @@ from tests.helpers.worker import worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 PARTITIONS, PER_PARTITION = 3, 100
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    spark = session("local[2]", {})
-    yield spark
-    spark.stop()
 
 
 def mirrored(
