@@ -1,17 +1,17 @@
-"""Promote and failover as the status loop carries them out: the phases, when the workers stop,
-the RPO from the status's figures, and (a property against a small model) that under any sequence
-of refreshes, Kafka failures and lost status patches the phases only move forward and an id
-completes once."""
+"""Promote, failover and return as the status loop carries them out, against the clusters in
+memory: the phases, when the workers stop, the RPO from the status's figures, what the commit
+hands over, and (a property against a small model) that under any sequence of refreshes, Kafka
+failures and lost status patches the phases only move forward, offsets are committed only once
+the workers stopped, and an id completes once."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_mirror.api.operations import OperationStatus
@@ -22,9 +22,18 @@ from kafka_mirror.controller.operations import Access, advance, pending_checkpoi
 from kafka_mirror.controller.rpo import rpo_of
 from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
 from kafka_mirror.kafka.formats import Checkpoint
-from tests.helpers.operations import ACCESS, CONFIG, NOW, spec, status
+from tests.helpers.operations import (
+    CONFIG,
+    NOW,
+    REVERSE,
+    FakeKafka,
+    FakeMirrors,
+    failed_over,
+    spec,
+    status,
+)
 
-PHASES = ["CatchingUp", "StoppingWorkers", "CommittingOffsets", "Completed"]
+PHASES = ["CatchingUp", "StoppingWorkers", "CommittingOffsets", "ResumingMirror", "Completed"]
 
 
 def test_the_workers_stop_at_once_for_a_failover_and_after_the_catch_up_for_a_promote() -> None:
@@ -90,32 +99,35 @@ def test_pending_checkpoints_names_groups_whose_checkpoint_lags_their_source_off
     assert pending_checkpoints(positions, {"t": "t.A"}, checkpoints) == ["g t[1]", "h t[0]"]
 
 
-def test_a_promote_waits_for_lag_0_and_the_final_checkpoints(kafka: dict[str, Any]) -> None:
+def test_a_promote_waits_for_lag_0_and_the_final_checkpoints(kafka: FakeKafka) -> None:
     requested = spec({"type": "Promote", "id": "p"})
+    access = kafka.access()
     op, events = advance(
-        requested, None, status(lag=5, replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW
+        requested, None, status(lag=5, replicas=1), CONFIG, {"t": "t.A"}, access, NOW
     )
     assert op is not None and op.phase == "CatchingUp" and events[0].reason == "PromoteStarted"
-    op, _ = advance(requested, op, status(lag=5, replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    op, _ = advance(requested, op, status(lag=5, replicas=1), CONFIG, {"t": "t.A"}, access, NOW)
     assert op is not None and op.phase == "CatchingUp" and "last 5 records" in op.message
-    idle, _ = advance(requested, op, status(lag=5), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    idle, _ = advance(requested, op, status(lag=5), CONFIG, {"t": "t.A"}, access, NOW)
     assert idle is not None and idle.phase == "CatchingUp" and "no worker runs" in idle.message
-    kafka["positions"] = {"g": {("t", 0): 7}}
-    op, _ = advance(requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    kafka.source.groups = {"g": {("t", 0): 7}}
+    op, _ = advance(requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, access, NOW)
     assert op is not None and op.phase == "CatchingUp" and "g t[0]" in op.message
-    kafka["checkpoints"] = {("g", "t.A", 0): Checkpoint("g", "t.A", 0, 7, 7, "")}
-    op, events = advance(requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, ACCESS, NOW)
+    kafka.target.checkpoints = {("g", "t.A", 0): Checkpoint("g", "t.A", 0, 7, 7, "")}
+    op, events = advance(requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, access, NOW)
     assert op is not None and op.phase == "StoppingWorkers"
     assert [e.reason for e in events] == ["StoppingWorkers"]
     # Without the source a promote cannot go on, and says what to do instead.
     waiting = op.model_copy(update={"phase": "CatchingUp"})
-    stuck, _ = advance(requested, waiting, status(), CONFIG, None, Access(None, ACCESS.target), NOW)
+    stuck, _ = advance(requested, waiting, status(), CONFIG, None, Access(None, kafka.target), NOW)
     assert stuck is not None and stuck.phase == "CatchingUp" and "Failover" in stuck.message
+    assert not kafka.target.commits
 
 
-def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: dict[str, Any]) -> None:
+def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: FakeKafka) -> None:
     requested = spec({"type": "Failover", "id": "f"})
-    lost = Access(None, ACCESS.target)
+    kafka.target.checkpoints = {("g", "t.A", 0): Checkpoint("g", "t.A", 0, 90, 80, "")}
+    lost = Access(None, kafka.target)
     op, _ = advance(requested, None, status(lag=120, replicas=2), CONFIG, None, lost, NOW)
     assert op is not None and op.phase == "StoppingWorkers"
     op, _ = advance(requested, op, status(lag=120, replicas=2), CONFIG, None, lost, NOW)
@@ -127,18 +139,47 @@ def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: dict[str, 
     op, events = advance(requested, op, status(lag=120), CONFIG, None, lost, later)
     assert op is not None and op.phase == "Completed" and op.completed_at == later
     assert events[0].reason == "FailedOver" and "RPO 120 records" in op.message
-    assert kafka["commits"] == 1
+    assert kafka.target.commits == [("g", {("t.A", 0): 80})] and op.committed_count == 1
     again, events = advance(requested, op, status(lag=120), CONFIG, None, lost, later)
-    assert again == op and not events and kafka["commits"] == 1
+    assert again == op and not events and len(kafka.target.commits) == 1
 
 
-def test_kafka_failing_midway_keeps_the_phase_and_says_so(kafka: dict[str, Any]) -> None:
+def test_kafka_failing_midway_keeps_the_phase_and_says_so(kafka: FakeKafka) -> None:
     requested = spec({"type": "Failover", "id": "f"})
     op = OperationStatus(id="f", type="Failover", phase="CommittingOffsets")
-    kafka["fail"] = True
-    after, events = advance(requested, op, status(), CONFIG, None, ACCESS, NOW)
+    kafka.target.down = True
+    after, events = advance(requested, op, status(), CONFIG, None, kafka.access(), NOW)
     assert after is not None and after.phase == "CommittingOffsets" and not events
     assert "trying again" in after.message
+
+
+@pytest.mark.parametrize("kind", ["Promote", "Failover"])
+def test_the_commit_hands_over_exactly_what_the_checkpoints_say(
+    kafka: FakeKafka, kind: str
+) -> None:
+    """Each selected group's newest checkpoint, backwards too, to every group without members on
+    the target; a promote adds where the groups that read the target's copies on the source
+    resume (reverse checkpoints). Other mirrors' topics and the workers' group get nothing."""
+    kafka.target.checkpoints = {
+        ("g", "t.A", 0): Checkpoint("g", "t.A", 0, 70, 7, ""),
+        ("busy", "t.A", 0): Checkpoint("busy", "t.A", 0, 30, 3, ""),
+        ("g", "u", 0): Checkpoint("g", "u", 0, 5, 5, ""),  # no remote topic of A
+        ("kafka-mirror.ns.m", "t.A", 0): Checkpoint("kafka-mirror.ns.m", "t.A", 0, 9, 9, ""),
+    }
+    kafka.target.groups = {"g": {("t.A", 0): 10}}  # ahead of its checkpoint: moved back
+    kafka.target.members = {"busy"}
+    kafka.source.groups = {"r": {("t.B", 0): 4}}  # read B's copies on A (a failback)
+    requested = spec({"type": kind, "id": "x"})
+    op = OperationStatus(id="x", type=kind, phase="CommittingOffsets")
+    done, _ = advance(requested, op, status(), CONFIG, {"t": "t.A"}, kafka.access(), NOW)
+    assert done is not None and done.phase == "Completed"
+    expected = [("g", "t.A", 0, 7)] + ([("r", "t", 0, 4)] if kind == "Promote" else [])
+    assert [(c.group, c.topic, c.partition, c.offset) for c in done.committed] == expected
+    assert done.committed_count == len(expected) and done.skipped_groups == ["busy"]
+    assert kafka.target.groups["g"] == {("t.A", 0): 7}
+    assert ("r" in kafka.target.groups) == (kind == "Promote")
+    assert "busy" not in kafka.target.groups
+    assert "left alone (members on the target): busy" in done.message
 
 
 def test_with_operation_says_ready_false_for_the_reason_asked() -> None:
@@ -154,61 +195,99 @@ def test_with_operation_says_ready_false_for_the_reason_asked() -> None:
     )
 
 
-# --- the property: forward only, once per id ------------------------------------------------
-
-Refresh = tuple[int, int, bool, bool, bool]  # lag, replicas, checkpoints current, fails, source
+# --- the property: forward only, commits after the stop, once per id -------------------------
 
 
+@dataclass(frozen=True)
+class Refresh:
+    """What happens around one refresh of the mirror's status."""
+
+    copied: int  # records the running workers copy after it
+    worker_stops: bool  # a worker told to stop stops after it
+    checkpoint_current: bool  # the group's newest checkpoint names its offset on the source
+    source_up: bool
+    patch_lost: bool  # its status patch never reached the API server (a restart)
+    forward_starts: bool  # a Return's forward mirror renders its workers if marked
+
+
+@settings(deadline=None)  # up to 40 refreshes: no time limit on a busy machine
 @given(
-    kind=st.sampled_from(["Promote", "Failover"]),
+    kind=st.sampled_from(["Promote", "Failover", "Return"]),
     refreshes=st.lists(
-        st.tuples(
-            st.integers(0, 3), st.integers(0, 2), st.booleans(), st.booleans(), st.booleans()
+        st.builds(
+            Refresh,
+            st.integers(0, 3),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
         ),
-        max_size=30,
+        min_size=10,
+        max_size=40,
     ),
-    lost=st.sets(st.integers(0, 30)),
+    failing=st.tuples(st.sets(st.integers(0, 150)), st.sets(st.integers(0, 150))),
 )
 def test_phases_only_move_forward_and_an_id_completes_once(
-    kind: str, refreshes: list[Refresh], lost: set[int]
+    kind: str, refreshes: list[Refresh], failing: tuple[set[int], set[int]]
 ) -> None:
-    commits = 0
-
-    def commit(_config: Any, _access: Any, _op: OperationStatus) -> None:
-        nonlocal commits
-        commits += 1
-
-    requested = spec({"type": kind, "id": "x"})
+    kafka = FakeKafka()
+    kafka.source.failing, kafka.target.failing = failing  # Kafka raising at any of these calls
+    kafka.source.groups = {"g": {("t", 0): 5}}
+    config = REVERSE if kind == "Return" else CONFIG
+    remote = f"t.{config.source.alias}"
+    forward = failed_over()
+    mirrors = FakeMirrors(forward) if kind == "Return" else None
+    requested = spec({"type": kind, "id": "x", **({"resume": "a-to-b"} if mirrors else {})})
+    phases = [p for p in PHASES if mirrors or p != "ResumingMirror"]
+    lag, replicas = 3, 2
     stored: OperationStatus | None = None  # what the status on the API server holds
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(operations, "_commit", commit)
-        for step, (lag, replicas, current, fails, source_up) in enumerate(refreshes):
-            checkpoint = Checkpoint("g", "t.A", 0, 5 if current else 4, 5, "")
-
-            def checkpoints(*_: Any, ck: Checkpoint = checkpoint, f: bool = fails) -> Any:
-                if f:
-                    raise KafkaException("down")
-                return {("g", "t.A", 0): ck}
-
-            patch.setattr(operations, "newest_checkpoints", checkpoints)
-            patch.setattr(operations, "_source_positions", lambda *_: {"g": {("t", 0): 5}})
-            access = Access(ACCESS.source if source_up else None, ACCESS.target)
-            seen = status(lag=lag, replicas=replicas)
-            result, _ = advance(
-                requested, stored, seen, CONFIG, {"t": "t.A"} if source_up else None, access, NOW
-            )
-            assert result is not None
-            before = PHASES.index(stored.phase) if stored is not None else -1
-            assert PHASES.index(result.phase) >= before  # never backwards
-            assert PHASES.index(result.phase) <= before + 1 or stored is None  # one at a time
-            # A promote stops nothing before it has caught up; a failover stops at once.
-            stopped = operations.stops_workers(requested, result)
-            assert stopped == (kind == "Failover" or result.phase != "CatchingUp")
-            # The operator keeps nothing in memory: a restart is a refresh like any other, and
-            # a refresh whose status patch was lost (killed before it) is done again.
-            if step not in lost:
-                stored = result
-    assert commits <= 1 + len(lost)  # again only where its patch was lost: never backwards
+    stopped_seen = False  # a refresh stopping the workers saw none run
+    handovers: list[bool] = []  # per commit pass gone through: whether its patch was lost
+    for refresh in refreshes:
+        upstream = 5 if refresh.checkpoint_current else 4
+        kafka.target.checkpoints = {("g", remote, 0): Checkpoint("g", remote, 0, upstream, 5, "")}
+        source = kafka.source if refresh.source_up else None
+        mirrored = {"t": remote} if refresh.source_up else None
+        commits = len(kafka.target.commits)
+        seen = status(lag=lag, replicas=replicas)
+        access = Access(source, kafka.target, mirrors)
+        result, events = advance(requested, stored, seen, config, mirrored, access, NOW)
+        assert result is not None
+        if stored is None:  # a failover stops at once; the others hand over from a live source
+            assert result.phase == ("StoppingWorkers" if kind == "Failover" else "CatchingUp")
+        else:
+            before, after = phases.index(stored.phase), phases.index(result.phase)
+            assert before <= after <= before + 1  # never backwards, one phase at a time
+            if stored.phase == "Completed":  # an id completes once: never run again
+                assert result == stored and not events
+            if stored.phase == "CatchingUp" and after > before:  # caught up, checkpoints final
+                assert lag == 0 and refresh.source_up and refresh.checkpoint_current
+            if stored.phase == "CommittingOffsets" and after > before:  # a whole commit pass
+                assert len(kafka.target.commits) > commits
+                handovers.append(refresh.patch_lost)
+            stopped_seen |= stored.phase == "StoppingWorkers" and not replicas
+        if len(kafka.target.commits) > commits:  # offsets move only once no worker runs
+            assert stored is not None and stored.phase == "CommittingOffsets" and stopped_seen
+        if result.phase == "Completed" and mirrors:  # a Return once the forward mirror runs
+            assert forward.status.replicas
+        # A promote stops nothing before it has caught up; a failover stops at once.
+        stopped = operations.stops_workers(requested, result)
+        assert stopped == (kind == "Failover" or result.phase != "CatchingUp")
+        # The operator keeps nothing in memory: a restart is a refresh like any other, and
+        # a refresh whose status patch was lost (killed before it) is done again.
+        if not refresh.patch_lost:
+            stored = result
+        # The workers run as the stored status renders them.
+        if replicas:
+            lag = max(0, lag - refresh.copied)
+        if refresh.worker_stops and operations.stops_workers(requested, stored):
+            replicas = max(0, replicas - 1)
+        record = forward.status.operation
+        if refresh.forward_starts and record is not None and record.resumed_by is not None:
+            forward.status.replicas = 1
+    # Again only where its patch was lost: the status never went back before the hand-over.
+    assert all(handovers[:-1])
     if stored is not None and stored.phase == "Completed":
         assert stored.completed_at is not None
 

@@ -3,61 +3,35 @@ mark on that mirror's operation record; and what the Return refuses to resume.""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_mirror.api.operations import OperationStatus, ResumedBy
+from kafka_mirror.api.operations import OperationStatus
 from kafka_mirror.api.status import KafkaMirrorStatus
-from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.operations import advance
 from kafka_mirror.controller.resume import Forward, resume_forward
-from tests.helpers.operations import ACCESS, CONFIG, NOW, spec, status
-
-REVERSE = WorkerConfig.model_validate(
-    {
-        "mirror": "ns/b-to-a",
-        "source": {"alias": "B", "bootstrapServers": "b:9092"},
-        "target": {"alias": "A", "bootstrapServers": "a:9092"},
-    }
+from kafka_mirror.kafka.formats import Checkpoint
+from tests.helpers.operations import (
+    CONFIG,
+    NOW,
+    REVERSE,
+    FakeKafka,
+    FakeMirrors,
+    failed_over,
+    spec,
+    status,
 )
 
 
-class FakeMirrors:
-    """The namespace's mirrors, in memory: the forward mirror a-to-b and what is marked on it."""
-
-    def __init__(self, forward: Forward | None) -> None:
-        self.forward = forward
-
-    def read(self, name: str) -> Forward | None:
-        return self.forward if name == "a-to-b" else None
-
-    def mark_resumed(self, name: str, operation_id: str, resumed: ResumedBy) -> bool:
-        assert self.forward is not None and self.forward.status.operation is not None
-        if name != "a-to-b" or self.forward.status.operation.id != operation_id:
-            return False
-        self.forward.status.operation.resumed_by = resumed
-        return True
-
-
-def failed_over(replicas: int = 0) -> Forward:
-    forward = spec({"type": "Failover", "id": "a-lost"})
-    record = OperationStatus(id="a-lost", type="Failover", phase="Completed")
-    return Forward(forward, KafkaMirrorStatus(operation=record, replicas=replicas))
-
-
-def test_a_return_mirrors_the_reverse_backlog_before_it_stops_anything(
-    kafka: dict[str, Any],
-) -> None:
+def test_a_return_mirrors_the_reverse_backlog_before_it_stops_anything(kafka: FakeKafka) -> None:
     """What B took during the outage and B→A has not copied yet stays on B if the return stops
     B→A first: it catches up, with its progress in the status, before any worker stops."""
     requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
-    access = replace(ACCESS, mirrors=FakeMirrors(failed_over()))
+    access = kafka.access(FakeMirrors(failed_over()))
     op, events = advance(requested, None, status(60_000, 1), REVERSE, {"t": "t.B"}, access, NOW)
     assert op is not None and op.phase == "CatchingUp" and events[0].reason == "ReturnStarted"
     assert not operations.stops_workers(requested, op)
@@ -84,11 +58,12 @@ def test_a_return_is_asked_with_the_mirror_it_resumes_and_only_then() -> None:
             spec(wrong)
 
 
-def test_a_return_promotes_then_starts_the_forward_mirror_again(kafka: dict[str, Any]) -> None:
+def test_a_return_promotes_then_starts_the_forward_mirror_again(kafka: FakeKafka) -> None:
     requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
+    kafka.target.checkpoints = {("g", "t.B", 0): Checkpoint("g", "t.B", 0, 5, 5, "")}
     forward = failed_over()
     mirrors = FakeMirrors(forward)
-    access = replace(ACCESS, mirrors=mirrors)
+    access = kafka.access(mirrors)
     assert operations.stops_workers(forward.spec, forward.status.operation)
     op, _ = advance(requested, None, status(replicas=1), REVERSE, {"t": "t.B"}, access, NOW)
     phases = []
@@ -97,7 +72,7 @@ def test_a_return_promotes_then_starts_the_forward_mirror_again(kafka: dict[str,
         assert op is not None
         phases.append(op.phase)
     assert phases == ["StoppingWorkers", "CommittingOffsets", "ResumingMirror"]
-    assert kafka["commits"] == 1
+    assert kafka.target.commits == [("g", {("t.B", 0): 5})]
     # It marks the forward mirror's failover resumed, which then stops no worker.
     op, events = advance(requested, op, status(), REVERSE, None, access, NOW)
     assert op is not None and op.phase == "ResumingMirror" and "starting a-to-b" in op.message
@@ -111,7 +86,7 @@ def test_a_return_promotes_then_starts_the_forward_mirror_again(kafka: dict[str,
     mirrors.forward = Forward(forward.spec, forward.status.model_copy(update={"replicas": 1}))
     op, events = advance(requested, op, status(), REVERSE, None, access, NOW)
     assert op is not None and op.phase == "Completed" and events[0].reason == "Returned"
-    assert "mirrors A→B again" in op.message and kafka["commits"] == 1
+    assert "mirrors A→B again" in op.message and len(kafka.target.commits) == 1
     # The forward mirror is Ready on its own figures again; OperationDone says who resumed it.
     seen = status()
     seen.operation = mirrors.forward.status.operation
@@ -162,6 +137,7 @@ RETURN_PHASES = [
 ]
 
 
+@settings(deadline=None)  # up to 30 refreshes: no time limit on a busy machine
 @given(
     st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=30),
 )
@@ -174,27 +150,23 @@ def test_a_return_only_moves_forward_and_completes_once_the_forward_mirror_runs(
     requested = spec({"type": "Return", "id": "back", "resume": "a-to-b"})
     forward = failed_over()
     mirrors = FakeMirrors(forward)
-    access = replace(ACCESS, mirrors=mirrors)
+    access = FakeKafka().access(mirrors)
     stored: OperationStatus | None = None
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(operations, "_commit", lambda *_: None)
-        patch.setattr(operations, "newest_checkpoints", lambda *_: {})
-        patch.setattr(operations, "_source_positions", lambda *_: {})
-        for forward_refresh, stale_write, patch_lost in refreshes:
-            result, _ = advance(requested, stored, status(), REVERSE, {"t": "t.B"}, access, NOW)
-            assert result is not None
-            before = RETURN_PHASES.index(stored.phase) if stored is not None else -1
-            assert before <= RETURN_PHASES.index(result.phase) <= before + 1 or stored is None
-            record = forward.status.operation
-            assert record is not None
-            if result.phase == "Completed":  # only once the forward mirror runs
-                assert record.resumed_by is not None and forward.status.replicas
-            if stale_write and not forward.status.replicas:
-                record.resumed_by = None
-            elif forward_refresh:
-                running = not operations.stops_workers(forward.spec, record)
-                forward.status.replicas = 1 if running else 0
-            if not patch_lost:
-                stored = result
+    for forward_refresh, stale_write, patch_lost in refreshes:
+        result, _ = advance(requested, stored, status(), REVERSE, {"t": "t.B"}, access, NOW)
+        assert result is not None
+        before = RETURN_PHASES.index(stored.phase) if stored is not None else -1
+        assert before <= RETURN_PHASES.index(result.phase) <= before + 1 or stored is None
+        record = forward.status.operation
+        assert record is not None
+        if result.phase == "Completed":  # only once the forward mirror runs
+            assert record.resumed_by is not None and forward.status.replicas
+        if stale_write and not forward.status.replicas:
+            record.resumed_by = None
+        elif forward_refresh:
+            running = not operations.stops_workers(forward.spec, record)
+            forward.status.replicas = 1 if running else 0
+        if not patch_lost:
+            stored = result
     if stored is not None and stored.phase == "Completed":
         assert not operations.stops_workers(forward.spec, forward.status.operation)

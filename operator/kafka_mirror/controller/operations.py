@@ -1,19 +1,19 @@
 """Promote, fail over and return: `spec.operation` carried out one phase per status refresh.
 
 Every phase is decided again from the status and from Kafka on each refresh, and every action is
-idempotent (stopping the workers, committing offsets that never go backwards), so an operator
-restarted midway carries on where the status says; a completed id is never run again.
-docs/runbook-dr.md describes the phases and what the status reports.
+idempotent (stopping the workers, committing exactly the offsets the checkpoints name), so an
+operator restarted midway carries on where the status says; a completed id is never run again.
+Kafka is read and written through each side's `Cluster` (operation_kafka.py), so the phases are
+tested against clusters in memory. docs/runbook-dr.md describes the phases and what the status
+reports.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import (
@@ -27,17 +27,10 @@ from kafka_mirror.api.operations import (
 )
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.controller.operation_kafka import CheckpointKey, Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
-from kafka_mirror.controller.rpo import rpo_on_target
 from kafka_mirror.controller.status import Event, condition
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
-from kafka_mirror.kafka.groups import (
-    ADMIN_TIMEOUT,
-    commit_to_idle_group,
-    committed_offsets,
-    newest_checkpoints,
-)
-from kafka_mirror.kafka.reverse import original_positions
 from kafka_mirror.topics import TopicNamer
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
@@ -45,17 +38,16 @@ MAX_PENDING_SHOWN = 3
 DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver", "Return": "Returned"}
 RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver", "Return": "Returning"}
 
-CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
 Position = tuple[str, int]  # topic, partition
 
 
 @dataclass(frozen=True)
 class Access:
-    """What this refresh can reach: the client settings of the two clusters (None: not usable
-    now) and, for a Return, the mirrors of the namespace."""
+    """What this refresh can reach: the two clusters (None: not usable now) and, for a Return,
+    the mirrors of the namespace."""
 
-    source: dict[str, Any] | None
-    target: dict[str, Any] | None
+    source: Cluster | None
+    target: Cluster | None
     mirrors: Mirrors | None = None
 
 
@@ -105,27 +97,14 @@ def pending_checkpoints(
     return pending
 
 
-def _source_positions(config: WorkerConfig, settings: dict[str, Any]) -> dict[str, Any]:
-    admin = AdminClient(settings)
-    listing = admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result(
-        timeout=ADMIN_TIMEOUT
-    )
-    wanted = config.groups_checkpointed()
-    return {
-        g.group_id: committed_offsets(admin, g.group_id)
-        for g in listing.valid
-        if wanted.matches(g.group_id)
-    }
-
-
-def _reverse(config: WorkerConfig, source: dict[str, Any]) -> dict[str, dict[Position, int]]:
+def _reverse(config: WorkerConfig, source: Cluster) -> dict[str, dict[Position, int]]:
     """Reverse checkpoints (a failback's promote): for the groups that read the target's remote
     topics here (`t.A` on B, with A the target), where to resume in the originals on the target."""
     wanted = {}
-    for group, offsets in _source_positions(config, source).items():
+    for group, offsets in source.group_offsets(config.groups_checkpointed()).items():
         originals = reversed_originals(config, {t for t, _ in offsets})
         if originals:
-            wanted[group] = original_positions(source, offsets, config.target.alias, originals)
+            wanted[group] = source.original_positions(offsets, config.target.alias, originals)
     return wanted
 
 
@@ -151,28 +130,28 @@ def _selected_remote(config: WorkerConfig, remote: str) -> bool:
     return original is not None and any(selection.matches(original) for selection in usable)
 
 
-def _commit(config: WorkerConfig, access: Access, op: OperationStatus) -> None:
+def _commit(
+    config: WorkerConfig, source: Cluster | None, target: Cluster, op: OperationStatus
+) -> None:
     """Commit each selected group's newest checkpoint to the group on the target, and for a
     promote or a return the reverse checkpoints too."""
-    assert access.target is not None
-    newest = newest_checkpoints(access.target, checkpoints_topic(config.source.alias))
+    newest = target.newest_checkpoints(checkpoints_topic(config.source.alias))
     wanted: dict[str, dict[Position, int]] = {}
     groups = config.groups_checkpointed()
     for (group, topic, partition), checkpoint in newest.items():
         if groups.matches(group) and _selected_remote(config, topic):
             wanted.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
-    if op.type != "Failover" and access.source is not None:
-        for group, offsets in _reverse(config, access.source).items():
+    if op.type != "Failover" and source is not None:
+        for group, offsets in _reverse(config, source).items():
             wanted.setdefault(group, {}).update(offsets)
-    admin = AdminClient(access.target)
     listed: list[CommittedOffset] = []
     skipped: list[str] = []
     for group, offsets in sorted(wanted.items()):
-        if commit_to_idle_group(admin, group, offsets, exact=True).active:
+        if target.commit_exactly(group, offsets).active:
             skipped.append(group)
             continue
         # What the group holds now, committed by us or before: the offsets it resumes from.
-        held = committed_offsets(admin, group)
+        held = target.committed_offsets(group)
         listed += [
             CommittedOffset(group=group, topic=t, partition=p, offset=held.get((t, p), o))
             for (t, p), o in sorted(offsets.items())
@@ -207,11 +186,11 @@ def _step(
             )
         elif status.total_lag:
             op.message = f"mirroring the last {status.total_lag} records{_pace(op.catch_up)}"
+        elif access.target is None:
+            op.message = "lag 0; the target cannot be read for the final checkpoints"
         else:
-            checkpoints = newest_checkpoints(
-                access.target or {}, checkpoints_topic(config.source.alias)
-            )
-            positions = _source_positions(config, access.source)
+            checkpoints = access.target.newest_checkpoints(checkpoints_topic(config.source.alias))
+            positions = access.source.group_offsets(config.groups_checkpointed())
             pending = pending_checkpoints(positions, mirrored, checkpoints)
             if pending:
                 shown = ", ".join(pending[:MAX_PENDING_SHOWN])
@@ -224,10 +203,10 @@ def _step(
         elif access.target is None:
             op.message = "workers stopped; the target cannot be read to count the RPO"
         else:
-            op.rpo = rpo_on_target(status, access.target, config.source.alias)
+            op.rpo = access.target.rpo_on_target(status, config.source.alias)
             op.phase, op.message = "CommittingOffsets", "workers stopped"
     elif op.phase == "CommittingOffsets" and access.target is not None:
-        _commit(config, access, op)
+        _commit(config, access.source, access.target, op)
         if requested.resume is None:
             _complete(requested, op, now)
         else:

@@ -21,6 +21,7 @@ from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
 from kafka_mirror.controller.inputs import MirrorInputs, SecretProblem, selection_patterns
+from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.resume import KubeMirrors
 from kafka_mirror.controller.serial import AppliedChildren
@@ -220,8 +221,8 @@ def observe_mirror(
     events = mirror_events(previous, status)
     if requested.operation is not None or previous.operation is not None:
         access = operations.Access(
-            None if source_problem else inputs.cluster_settings("source"),
-            None if target_problem else inputs.cluster_settings("target"),
+            None if source_problem else ConfluentCluster(inputs.cluster_settings("source")),
+            None if target_problem else ConfluentCluster(inputs.cluster_settings("target")),
             KubeMirrors(api, namespace),
         )
         mirrored = kafka.plan.mirrored if kafka is not None else None

@@ -1,0 +1,98 @@
+"""What a promote, failover or return reads and writes in Kafka: the `Cluster` the phases in
+operations.py see on either side of the mirror, and that cluster reached with confluent-kafka's
+clients. The phases decide; this only asks Kafka."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Protocol
+
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.api.operations import Rpo
+from kafka_mirror.api.status import KafkaMirrorStatus
+from kafka_mirror.controller.rpo import rpo_on_target
+from kafka_mirror.kafka.formats import Checkpoint
+from kafka_mirror.kafka.groups import (
+    ADMIN_TIMEOUT,
+    Committed,
+    Position,
+    commit_to_idle_group,
+    committed_offsets,
+    newest_checkpoints,
+)
+from kafka_mirror.kafka.reverse import original_positions
+from kafka_mirror.topics import NameFilter
+
+CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
+
+
+class Cluster(Protocol):
+    """One of the mirror's clusters, as an operation uses it: the source's groups and what their
+    positions in copies stand for, the target's checkpoints and groups. Each call may raise
+    `KafkaException`."""
+
+    def group_offsets(self, groups: NameFilter) -> dict[str, dict[Position, int]]:
+        """The committed offsets of each group here whose name `groups` selects."""
+        ...
+
+    def original_positions(
+        self, positions: dict[Position, int], alias: str, originals: dict[str, str]
+    ) -> dict[Position, int]:
+        """For a group's positions in the remote topics here (`originals` maps each to its
+        original on `alias`), where it resumes in the originals."""
+        ...
+
+    def newest_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
+        """The newest checkpoint of each (group, topic, partition) in checkpoints topic `topic`."""
+        ...
+
+    def commit_exactly(self, group: str, offsets: dict[Position, int]) -> Committed:
+        """Commit `offsets` to `group` as they are, backwards too, unless it has members here."""
+        ...
+
+    def committed_offsets(self, group: str) -> dict[Position, int]:
+        """What `group` holds here."""
+        ...
+
+    def rpo_on_target(self, status: KafkaMirrorStatus, source_alias: str) -> Rpo:
+        """The RPO checked against the copies here (the workers stopped)."""
+        ...
+
+
+class ConfluentCluster:
+    """A cluster reached from its client settings, one admin client for all calls."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self._settings = settings
+
+    @cached_property
+    def _admin(self) -> AdminClient:
+        return AdminClient(self._settings)
+
+    def group_offsets(self, groups: NameFilter) -> dict[str, dict[Position, int]]:
+        listing = self._admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result(
+            timeout=ADMIN_TIMEOUT
+        )
+        return {
+            g.group_id: committed_offsets(self._admin, g.group_id)
+            for g in listing.valid
+            if groups.matches(g.group_id)
+        }
+
+    def original_positions(
+        self, positions: dict[Position, int], alias: str, originals: dict[str, str]
+    ) -> dict[Position, int]:
+        return original_positions(self._settings, positions, alias, originals)
+
+    def newest_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
+        return newest_checkpoints(self._settings, topic)
+
+    def commit_exactly(self, group: str, offsets: dict[Position, int]) -> Committed:
+        return commit_to_idle_group(self._admin, group, offsets, exact=True)
+
+    def committed_offsets(self, group: str) -> dict[Position, int]:
+        return committed_offsets(self._admin, group)
+
+    def rpo_on_target(self, status: KafkaMirrorStatus, source_alias: str) -> Rpo:
+        return rpo_on_target(status, self._settings, source_alias)
