@@ -132,6 +132,10 @@ def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: FakeKafka)
     assert op is not None and op.phase == "StoppingWorkers"
     op, _ = advance(requested, op, status(lag=120, replicas=2), CONFIG, None, lost, NOW)
     assert op is not None and op.phase == "StoppingWorkers" and "2 workers" in op.message
+    # Scaled to 0, a pod being deleted may still flush, commit and sync group offsets.
+    flushing = Access(None, kafka.target, terminating_workers=1)
+    op, _ = advance(requested, op, status(lag=120), CONFIG, None, flushing, NOW)
+    assert op is not None and op.phase == "StoppingWorkers" and "1 worker to" in op.message
     op, _ = advance(requested, op, status(lag=120), CONFIG, None, lost, NOW)
     assert op is not None and op.phase == "CommittingOffsets"
     assert op.rpo is not None and op.rpo.total_records == 120

@@ -49,6 +49,7 @@ class Access:
     source: Cluster | None
     target: Cluster | None
     mirrors: Mirrors | None = None
+    terminating_workers: int = 0  # worker pods being deleted, maybe flushing still
 
 
 def current(spec: KafkaMirrorSpec, status: OperationStatus | None) -> OperationStatus | None:
@@ -198,8 +199,9 @@ def _step(
             else:
                 op.phase, op.message = "StoppingWorkers", "lag 0, final checkpoints written"
     elif op.phase == "StoppingWorkers":
-        if status.replicas:
-            op.message = f"waiting for {status.replicas} workers to stop"
+        # A terminating pod may still copy, commit and sync group offsets: wait for it too.
+        if running := status.replicas + access.terminating_workers:
+            op.message = f"waiting for {running} worker{'' if running == 1 else 's'} to stop"
         elif access.target is None:
             op.message = "workers stopped; the target cannot be read to count the RPO"
         else:

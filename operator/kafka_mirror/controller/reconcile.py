@@ -157,7 +157,12 @@ def _deployment_state(
             return DeploymentState(desired, 0, 0)
         raise
     status = json.loads(response.data).get("status") or {}
-    return DeploymentState(desired, status.get("replicas", 0), status.get("readyReplicas", 0))
+    return DeploymentState(
+        desired,
+        status.get("replicas", 0),
+        status.get("readyReplicas", 0),
+        status.get("terminatingReplicas") or 0,
+    )
 
 
 def _observe_kafka(
@@ -203,11 +208,12 @@ def observe_mirror(
     config = inputs.worker[0]
     _, selection_problems = config.compiled_selections()
     source_problem, target_problem, kafka = _observe_kafka(inputs, readers)
+    deployment = _deployment_state(api, namespace, name, 0 if spec.paused else spec.replicas)
     observation = MirrorObservation(
         generation=inputs.body["metadata"].get("generation", 0),
         paused=requested.paused,
         label_selector=render.label_selector(name),
-        deployment=_deployment_state(api, namespace, name, 0 if spec.paused else spec.replicas),
+        deployment=deployment,
         selection_problems=selection_problems,
         selection_count=len(inputs.selections),
         source_problem=source_problem,
@@ -224,6 +230,7 @@ def observe_mirror(
             None if source_problem else ConfluentCluster(inputs.cluster_settings("source")),
             None if target_problem else ConfluentCluster(inputs.cluster_settings("target")),
             KubeMirrors(api, namespace),
+            terminating_workers=deployment.terminating,
         )
         mirrored = kafka.plan.mirrored if kafka is not None else None
         status.operation, done = operations.advance(

@@ -41,6 +41,9 @@ class DeploymentState:
     desired: int
     replicas: int
     ready: int
+    # Pods being deleted, which may still flush their last records (`replicas` leaves them out;
+    # the Deployment reports them from Kubernetes 1.35, 0 before).
+    terminating: int = 0
 
 
 @dataclass(frozen=True)
