@@ -219,3 +219,15 @@ def client_quota(cluster: LocalKafka, setting: str | None) -> None:
         capture_output=True,
         text=True,
     )
+
+
+def open_transaction(bootstrap: str, topic: str, partition: int, count: int) -> Producer:
+    """A transactional producer whose open transaction holds `count` records of
+    `topic[partition]`, on the log (an abort drops what is still queued): the caller ends it."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(count):
+        producer.produce(topic, value=f"in a transaction {i}".encode(), partition=partition)
+    producer.flush(30)
+    return producer

@@ -5,11 +5,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror_dev.kafka import LocalKafka
-from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.kafka import create_topics, open_transaction, produce, records, unique
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka]
@@ -68,14 +68,7 @@ def test_the_lag_ends_where_a_read_committed_reader_stops_before_an_open_transac
     topic = unique()
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=1)
     produce(kafka_a.bootstrap_servers, topic, records(10, partitions=1))
-    open_tx = Producer(
-        {"bootstrap.servers": kafka_a.bootstrap_servers, "transactional.id": unique("tx")}
-    )
-    open_tx.init_transactions(30)
-    open_tx.begin_transaction()
-    for i in range(5):
-        open_tx.produce(topic, value=f"open {i}".encode(), partition=0)
-    open_tx.flush(30)
+    open_tx = open_transaction(kafka_a.bootstrap_servers, topic, 0, 5)
     reader = ClusterReader("A", {"bootstrap.servers": kafka_a.bootstrap_servers})
     try:
         assert reader.log_ranges({topic: 1}) == {(topic, 0): (0, 10)}

@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.worker import remote_topics
@@ -22,6 +22,7 @@ from tests.helpers.kafka import (
     admin_for,
     consume,
     create_topics,
+    open_transaction,
     produce,
     records,
     unique,
@@ -286,15 +287,7 @@ def test_a_group_on_partitions_without_copies_gets_checkpoints_mirror_client_rea
     topic, group = unique("idle"), unique("java-app")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
     produce(kafka_a.bootstrap_servers, topic, records(200, partitions=1))  # partition 0 only
-    aborted = Producer(
-        {"bootstrap.servers": kafka_a.bootstrap_servers, "transactional.id": unique("tx")}
-    )
-    aborted.init_transactions(30)
-    aborted.begin_transaction()
-    for i in range(5):
-        aborted.produce(topic, value=f"aborted {i}".encode(), partition=2)
-    aborted.flush(30)  # on the log, then aborted (an abort drops what is still queued)
-    aborted.abort_transaction(30)
+    open_transaction(kafka_a.bootstrap_servers, topic, 2, 5).abort_transaction(30)
     past_abort = 6  # past the 5 records and the abort marker, written after the abort returns
     wait_for(lambda: end_offsets(kafka_a, topic)[2] == past_abort, 30, "the abort marker")
     commit_group(kafka_a, group, topic, {0: 120, 1: 0, 2: past_abort})

@@ -11,7 +11,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 HEARTBEATS_TOPIC = "heartbeats"
 PROVENANCE_HEADER = "kmirror.src"
@@ -197,6 +197,17 @@ def newest_provenance(headers: Sequence[Header]) -> Provenance | None:
         if key == PROVENANCE_HEADER and isinstance(value, bytes):
             return _decoded(value)
     return None
+
+
+def provenance_from(headers: Any, alias: str, partition: int) -> Provenance | None:
+    """A consumed record's provenance when it is this hop's copy of a record of partition
+    `partition` on cluster `alias`; None for any other record."""
+    if isinstance(headers, dict):  # the client's typing allows it; consumers give lists
+        headers = list(headers.items())
+    provenance = newest_provenance(headers or [])
+    if provenance is None or (provenance.alias, provenance.partition) != (alias, partition):
+        return None
+    return provenance
 
 
 def is_copy_from(headers: Sequence[Header], alias: str, topic_id: bytes | None) -> bool:

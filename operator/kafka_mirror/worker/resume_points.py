@@ -20,13 +20,12 @@ first start, a topic deleted and created again: another incarnation) starts from
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from kafka_mirror.kafka.formats import newest_provenance
+from kafka_mirror.kafka.formats import provenance_from
 from kafka_mirror.kafka.tail import reading_consumer
 
 log = logging.getLogger(__name__)
@@ -73,13 +72,8 @@ def after_last_copy(
 
 
 def _ours(headers: Any, alias: str, partition: int, topic_id: bytes | None) -> int | None:
-    if isinstance(headers, dict):  # the client's typing allows it; consumers give lists
-        headers = list(headers.items())
-    try:
-        provenance = newest_provenance(headers)
-    except (ValueError, struct.error, UnicodeDecodeError):
-        return None  # someone else's header under our name
-    if provenance is None or (provenance.alias, provenance.partition) != (alias, partition):
+    provenance = provenance_from(headers, alias, partition)
+    if provenance is None:
         return None
     if topic_id is not None and provenance.topic_id not in (None, topic_id):
         return None  # a copy of the topic's earlier incarnation

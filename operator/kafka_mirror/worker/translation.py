@@ -21,7 +21,6 @@ fails), the answer stays MirrorMaker 2's: never worse than its rule.
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from typing import Any, Literal, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_mirror.kafka.formats import newest_provenance
+from kafka_mirror.kafka.formats import provenance_from
 from kafka_mirror.worker.offsets import Sync
 
 log = logging.getLogger(__name__)
@@ -222,19 +221,8 @@ class RemotePartition:
         return seen
 
     def _source_offset(self, message: Message) -> int | None:
-        headers = message.headers() or []
-        if isinstance(headers, dict):  # the client's typing allows it; consumers give lists
-            headers = list(headers.items())
-        try:
-            provenance = newest_provenance(headers)
-        except (ValueError, struct.error, UnicodeDecodeError):
-            return None  # someone else's header under our name
-        if provenance is None or (provenance.alias, provenance.partition) != (
-            self.alias,
-            self.partition,
-        ):
-            return None
-        return provenance.offset
+        provenance = provenance_from(message.headers(), self.alias, self.partition)
+        return None if provenance is None else provenance.offset
 
 
 class ProvenanceReader:
