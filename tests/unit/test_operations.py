@@ -146,6 +146,14 @@ def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: FakeKafka)
     assert kafka.target.commits == [("g", {("t.A", 0): 80})] and op.committed_count == 1
     again, events = advance(requested, op, status(lag=120), CONFIG, None, lost, later)
     assert again == op and not events and len(kafka.target.commits) == 1
+    # A can be read again: what it holds that B never had (the RPO and what it took after it
+    # was last read), counted once, with an event.
+    back, events = advance(requested, op, status(lag=150), CONFIG, {"t": "t.A"}, lost, later)
+    assert back is not None and back.source_back is not None
+    assert back.source_back.total_records == 150 and back.phase == "Completed"
+    assert [e.reason for e in events] == ["SourceBack"] and "holds 150 records" in events[0].message
+    again, events = advance(requested, back, status(lag=170), CONFIG, {"t": "t.A"}, lost, later)
+    assert again == back and not events
 
 
 def test_kafka_failing_midway_keeps_the_phase_and_says_so(kafka: FakeKafka) -> None:
@@ -264,7 +272,10 @@ def test_phases_only_move_forward_and_an_id_completes_once(
             before, after = phases.index(stored.phase), phases.index(result.phase)
             assert before <= after <= before + 1  # never backwards, one phase at a time
             if stored.phase == "Completed":  # an id completes once: never run again
-                assert result == stored and not events
+                # (A failed-over source read again is counted once, nothing else changes.)
+                counted = result.model_copy(update={"source_back": stored.source_back})
+                assert counted == stored and [e.reason for e in events] in ([], ["SourceBack"])
+                assert not events or (kind == "Failover" and stored.source_back is None)
             if stored.phase == "CatchingUp" and after > before:  # caught up, checkpoints final
                 assert lag == 0 and refresh.source_up and refresh.checkpoint_current
             if stored.phase == "CommittingOffsets" and after > before:  # a whole commit pass

@@ -125,6 +125,12 @@ class OperationStatus(StatusModel):
     completed_at: datetime | None = None
     catch_up: CatchUpProgress | None = None
     rpo: Rpo | None = None
+    source_back: Rpo | None = Field(
+        default=None,
+        description="Failover only, once the source can be read again: what it holds that the "
+        "target never had (the RPO, exact now, and what it took after it was last read), per "
+        "topic; the records a Return brings over when it starts this mirror again.",
+    )
     committed: list[CommittedOffset] = Field(default_factory=list)
     committed_count: int = 0
     skipped_groups: list[str] = Field(default_factory=list)

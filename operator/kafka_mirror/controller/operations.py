@@ -283,7 +283,7 @@ def advance(
         started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
         return op, [started]
     if op.phase == "Completed":
-        return op, []
+        return _source_back(op, status, config, mirrored, access)
     op = op.model_copy(deep=True)
     before, said = op.phase, op.message
     try:
@@ -296,6 +296,33 @@ def advance(
         return op, [Event("Normal", op.phase, op.message)] if resuming else []
     reason = DONE_REASON[requested.type] if op.phase == "Completed" else op.phase
     return op, [Event("Normal", reason, op.message)]
+
+
+def _source_back(
+    op: OperationStatus,
+    status: KafkaMirrorStatus,
+    config: WorkerConfig,
+    mirrored: dict[str, str] | None,
+    access: Access,
+) -> tuple[OperationStatus, list[Event]]:
+    """Once a failed-over source can be read again: what it holds that the target never had
+    (its RPO, exact now, and what it took after it was last read), counted once, per topic."""
+    if op.type != "Failover" or op.source_back is not None or op.resumed_by is not None:
+        return op, []
+    if mirrored is None or access.target is None:
+        return op, []  # the source is still away (or the target cannot be read now)
+    try:
+        back = access.target.rpo_on_target(status, config.source.alias)
+    except (KafkaException, TimeoutError):
+        return op, []  # the next refresh counts
+    op = op.model_copy(update={"source_back": back})
+    topics = ", ".join(f"{t.name} {t.records}" for t in back.topics[:MAX_PENDING_SHOWN])
+    message = (
+        f"{config.source.alias} can be read again and holds {back.total_records} records "
+        f"{config.target.alias} never had{f' ({topics})' if topics else ''}: a Return of the "
+        "reverse mirror starts this mirror again, which copies them"
+    )
+    return op, [Event("Normal", "SourceBack", message)]
 
 
 def with_operation(
