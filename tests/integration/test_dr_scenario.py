@@ -98,6 +98,11 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     # A is back, slowed by a quota, and B took a lot: the reverse mirror B→A (t as t.B; never
     # t.A back) turns Ready with a backlog, and the return is asked at once, as the runbook's
     # `kubectl wait --for=condition=Ready` then `kafka-mirror return` would.
+    # a-to-b says what A holds that B never had: the 50 it was behind by (A took none since).
+    wait_for(
+        lambda: bool(operation_of(kube_api, namespace).get("sourceBack")), 60, "A counted back"
+    )
+    assert operation_of(kube_api, namespace)["sourceBack"]["totalRecords"] == 50
     client_quota(kafka_a, f"producer_byte_rate={SLOW_A}")
     request.addfinalizer(lambda: client_quota(kafka_a, None))  # A serves the other tests too
     source = {"alias": "B", "bootstrapServers": kafka_b.bootstrap_servers}
