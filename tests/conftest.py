@@ -29,7 +29,7 @@ from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
-from tests.helpers.worker import StartWorker, WorkerProcess
+from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -149,10 +149,22 @@ def kube_api(kube_apiserver: KubeApiServer) -> Iterator[client.ApiClient]:
     api.close()
 
 
-def _fresh_namespace(api: client.ApiClient) -> Iterator[str]:
+def _fresh_namespace(api: client.ApiClient, with_default_account: bool = False) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(api)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    if with_default_account:
+        # The node's controller manager makes it a moment later, on a busy machine seconds
+        # later; a pod is refused until then (a Deployment's controller just tries again).
+        wait_for(
+            lambda: bool(
+                core.list_namespaced_service_account(
+                    name, field_selector="metadata.name=default"
+                ).items
+            ),
+            60,
+            f"the ServiceAccount default of namespace {name}",
+        )
     yield name
     core.delete_namespace(name)
 
@@ -292,8 +304,9 @@ def node_kafka_b(
 
 @pytest.fixture
 def node_namespace(node_api: client.ApiClient) -> Iterator[str]:
-    """A fresh namespace on the node's API server for one test."""
-    yield from _fresh_namespace(node_api)
+    """A fresh namespace on the node's API server for one test, its default ServiceAccount
+    made."""
+    yield from _fresh_namespace(node_api, with_default_account=True)
 
 
 @pytest.fixture

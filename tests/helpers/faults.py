@@ -47,7 +47,14 @@ class SteadyProducer(threading.Thread):
         try:
             for _ in range(self.total // batch):
                 started = time.monotonic()
-                produce(self.cluster.bootstrap_servers, self.topic, records(batch, partitions=8))
+                # A broker restarting on a busy machine can be away for a minute or more: the
+                # records wait for it, as librdkafka lets them (message.timeout.ms, 5 minutes).
+                produce(
+                    self.cluster.bootstrap_servers,
+                    self.topic,
+                    records(batch, partitions=8),
+                    timeout=300,
+                )
                 time.sleep(max(0.0, 0.25 - (time.monotonic() - started)))
         except BaseException as error:  # shown by finish()
             self.error = error

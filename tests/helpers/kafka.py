@@ -100,9 +100,14 @@ def _wait_until_visible(bootstrap: str, names: Sequence[str], timeout: float = 3
 
 
 def produce(
-    bootstrap: str, topic: str, records: Sequence[Record], security: Mapping[str, str] | None = None
+    bootstrap: str,
+    topic: str,
+    records: Sequence[Record],
+    security: Mapping[str, str] | None = None,
+    timeout: float = 30,
 ) -> None:
-    """Write `records`; `security` holds the client's TLS or SASL settings, if any."""
+    """Write `records`, each acknowledged within `timeout` seconds of the last one's send;
+    `security` holds the client's TLS or SASL settings, if any."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **(security or {})})
     failures: list[str] = []
 
@@ -128,7 +133,7 @@ def produce(
             except BufferError:
                 producer.poll(0.1)  # local queue full: wait for deliveries
         producer.poll(0)
-    remaining = producer.flush(30)
+    remaining = producer.flush(timeout)
     assert remaining == 0 and not failures, f"produce failed: {failures or remaining}"
 
 
