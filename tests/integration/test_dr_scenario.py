@@ -100,7 +100,9 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     # `kubectl wait --for=condition=Ready` then `kafka-mirror return` would.
     # a-to-b says what A holds that B never had: the 50 it was behind by (A took none since).
     wait_for(
-        lambda: bool(operation_of(kube_api, namespace).get("sourceBack")), 60, "A counted back"
+        lambda: bool(operation_of(kube_api, namespace).get("sourceBack")),
+        60,
+        lambda: f"a-to-b to count A's records: {status_of(kube_api, namespace, 'a-to-b')}",
     )
     assert operation_of(kube_api, namespace)["sourceBack"]["totalRecords"] == 50
     client_quota(kafka_a, f"producer_byte_rate={SLOW_A}")

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, open_transaction, produce, records, unique
 from tests.helpers.worker import wait_for
@@ -80,5 +80,31 @@ def test_the_lag_ends_where_a_read_committed_reader_stops_before_an_open_transac
             30,
             "the committed transaction's records and marker to count",
         )
+    finally:
+        reader.close()
+
+
+def test_a_reader_reads_again_once_a_restarted_broker_is_back(kafka_a: LocalKafka) -> None:
+    """librdkafka's admin client can go on failing after a broker restart (group offsets time
+    out, offsets are refused for the leader epoch it remembers) where a new client answers: a
+    mirror's status would stay stale for good after its source came back."""
+    topic = unique()
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
+    produce(kafka_a.bootstrap_servers, topic, records(30, partitions=3))
+    reader = ClusterReader("A", {"bootstrap.servers": kafka_a.bootstrap_servers})
+    ends: list[int] = []
+
+    def read() -> bool:
+        try:
+            ends[:] = [p.end for p in reader.progress("g", {topic: 3})]
+        except ClusterUnavailable:
+            return False  # a new topic's leaders, a broker coming back: not yet
+        return ends == [10, 10, 10]
+
+    try:
+        wait_for(read, 30, lambda: f"the reader to read the new topic (read {ends})")
+        kafka_a.stop()
+        kafka_a.start()
+        wait_for(read, 90, lambda: f"the reader to read A again (read {ends})", every=2)
     finally:
         reader.close()

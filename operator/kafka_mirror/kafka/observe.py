@@ -36,6 +36,7 @@ from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
 from kafka_mirror.worker import remote_topics
 
 REQUEST_TIMEOUT = 5.0
+RENEW_SECONDS = 10.0  # the least time between two new admin clients of one reader
 # The latency probe reads one record per lagging partition; beyond this many it samples.
 LATENCY_PROBE_PARTITIONS = 100
 PROBE_MEMORY = 100_000  # (topic, partition, offset) -> timestamp entries kept, oldest dropped
@@ -102,9 +103,11 @@ class ClusterReader:
         # Kept apart: a refusal is followed by "all brokers down", which would hide it.
         self.auth_error: KafkaError | None = None
         self._settings = settings
-        admin_settings: dict[str, Any] = {**settings, "error_cb": self._on_error}
+        self._admin_settings: dict[str, Any] = {**settings, "error_cb": self._on_error}
+        self._renewed_at = time.monotonic()
+        self._renew_lock = threading.Lock()
         try:
-            self._admin = AdminClient(admin_settings)
+            self._admin = AdminClient(self._admin_settings)
         except KafkaException as error:
             # An unknown key or a bad value in the mirror's `config`: the worker cannot start
             # with it either, so it is the user's to fix.
@@ -191,6 +194,19 @@ class ClusterReader:
                 ranges[key] = (start, end)
         return ranges
 
+    def _renew_admin(self) -> None:
+        """After a broker restart librdkafka's admin client (2.16) can go on failing requests
+        that a new client answers at once (group offsets time out; offsets are refused for the
+        leader epoch it remembers: FENCED_LEADER_EPOCH), so the next read uses a new one, at
+        most every RENEW_SECONDS. The old one is destroyed on a thread of its own: its destroy
+        can hang after a broker restart (librdkafka#4519)."""
+        with self._renew_lock:
+            if time.monotonic() - self._renewed_at < RENEW_SECONDS:
+                return
+            old = [self._admin]
+            self._admin, self._renewed_at = AdminClient(self._admin_settings), time.monotonic()
+        threading.Thread(target=old.clear, name="destroy-admin", daemon=True).start()
+
     def log_ranges(self, topics: dict[str, int]) -> dict[Partition, tuple[int, int]]:
         """(log start, end) of every partition of `topics`."""
         wanted = [(t, p) for t, count in topics.items() for p in range(count)]
@@ -199,6 +215,7 @@ class ClusterReader:
         for key in wanted:
             found = read[key]
             if isinstance(found, ClusterUnavailable):
+                self._renew_admin()
                 raise ClusterUnavailable(found.reason, str(found))
             ranges[key] = found
         return ranges
@@ -228,9 +245,14 @@ class ClusterReader:
         ranges = self.log_ranges(topics)
         request = [ConsumerGroupTopicPartitions(group)]
         futures = self._admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT)
+        try:
+            offsets = _result(futures[group])
+        except ClusterUnavailable:
+            self._renew_admin()
+            raise
         committed: dict[tuple[str, int], int] = {}
         notes: dict[tuple[str, int], tuple[str, RetentionLoss | None]] = {}
-        for tp in _result(futures[group]).topic_partitions or []:
+        for tp in offsets.topic_partitions or []:
             if tp.error is None and tp.offset >= 0:
                 committed[(tp.topic, tp.partition)] = tp.offset
                 notes[(tp.topic, tp.partition)] = read_commit_note(tp.metadata or "")
