@@ -111,14 +111,12 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     target = {"alias": "A", "bootstrapServers": kafka_a.bootstrap_servers}
     apply(kube_api, mirror("b-to-a", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
     apply(kube_api, selection("failback", namespace, "b-to-a", [t], (".*\\.A",)))
-    wait_for(
-        lambda: (
-            condition(get_custom(kube_api, namespace, "kafkamirrors", "b-to-a"), "Ready")["status"]
-            == "True"
-        ),
-        120,
-        "b-to-a to be Ready",
-    )
+
+    def ready() -> bool:
+        b_to_a = get_custom(kube_api, namespace, "kafkamirrors", "b-to-a")
+        return condition(b_to_a, "Ready").get("status") == "True"
+
+    wait_for(ready, 120, lambda: f"b-to-a to be Ready: {status_of(kube_api, namespace, 'b-to-a')}")
     backlog = status_of(kube_api, namespace, "b-to-a").get("totalLag") or 0
     print(f"b-to-a Ready with a backlog of {backlog} records")
     # Return, from the CLI, which follows the status across the operator's restart.

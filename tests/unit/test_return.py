@@ -43,6 +43,9 @@ def test_a_return_mirrors_the_reverse_backlog_before_it_stops_anything(kafka: Fa
     assert op.catch_up is not None and op.catch_up.records_left == 40_000
     assert (op.catch_up.records_per_second, op.catch_up.estimated_seconds) == (2000.0, 20.0)
     assert "last 40000 records (2,000 records/s: about 20 s left)" in op.message
+    # A refresh that reads the same lag (it is read less often) keeps the pace shown.
+    same, _ = advance(requested, op, status(40_000, 1), REVERSE, {"t": "t.B"}, access, later)
+    assert same is not None and same.catch_up == op.catch_up and "2,000 records/s" in same.message
     op, _ = advance(requested, op, status(0, 1), REVERSE, {"t": "t.B"}, access, later)
     assert op is not None and op.phase == "StoppingWorkers"
     unreadable = op.model_copy(update={"phase": "CatchingUp"})

@@ -11,7 +11,7 @@ reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from confluent_kafka import KafkaException
 
@@ -35,6 +35,7 @@ from kafka_mirror.topics import TopicNamer
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
 MAX_PENDING_SHOWN = 3
+PACE_KEPT = timedelta(seconds=30)  # a catch-up's pace shown while its lag reads the same
 DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver", "Return": "Returned"}
 RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver", "Return": "Returning"}
 
@@ -222,6 +223,8 @@ def _step(
 def catch_up_progress(previous: CatchUpProgress | None, lag: int, now: datetime) -> CatchUpProgress:
     """The records left now, and the pace at which they went since the last refresh (none
     while the lag grows or stands still: no estimate then)."""
+    if previous is not None and lag == previous.records_left and now - previous.at < PACE_KEPT:
+        return previous  # the lag is read less often than the status refreshes: the pace holds
     progress = CatchUpProgress(records_left=lag, at=now)
     if previous is None or now <= previous.at or lag >= previous.records_left:
         return progress
