@@ -221,10 +221,11 @@ def _step(
 
 
 def catch_up_progress(previous: CatchUpProgress | None, lag: int, now: datetime) -> CatchUpProgress:
-    """The records left now, and the pace at which they went since the last refresh (none
-    while the lag grows or stands still: no estimate then)."""
+    """The records left now, and the pace at which they went since the lag last changed: kept
+    while the lag reads the same (it is read less often than the status refreshes) for up to
+    PACE_KEPT; none while it grows or stands still longer (no estimate then)."""
     if previous is not None and lag == previous.records_left and now - previous.at < PACE_KEPT:
-        return previous  # the lag is read less often than the status refreshes: the pace holds
+        return previous
     progress = CatchUpProgress(records_left=lag, at=now)
     if previous is None or now <= previous.at or lag >= previous.records_left:
         return progress
