@@ -56,6 +56,8 @@ def after_last_copy(
         while time.monotonic() < deadline:
             messages = consumer.consume(500, timeout=0.1)
             for message in messages:
+                if (message.topic(), message.partition()) != (remote, partition):
+                    continue  # fetched or reported for the partition read before
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
