@@ -70,6 +70,7 @@ class FakeCluster:
         self.members: set[str] = set()
         self.checkpoints: dict[CheckpointKey, Checkpoint] = {}
         self.commits: list[tuple[str, dict[Position, int]]] = []
+        self.open_transactions: dict[Position, int] = {}
         self.down = False
         self.failing: set[int] = set()
         self._calls = 0
@@ -110,6 +111,10 @@ class FakeCluster:
     def rpo_on_target(self, status: KafkaMirrorStatus, source_alias: str) -> Rpo:
         self._answer()
         return rpo_of(status)
+
+    def in_open_transactions(self, topics: list[str]) -> dict[Position, int]:
+        self._answer()
+        return {key: n for key, n in self.open_transactions.items() if key[0] in topics}
 
 
 @dataclass

@@ -8,9 +8,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
+from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.kafka.groups import commit_to_idle_group, committed_offsets
 from kafka_mirror_dev.kafka import LocalKafka
-from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.kafka import create_topics, open_transaction, produce, records, unique
 from tests.helpers.worker import commit_group, wait_for
 
 pytestmark = [pytest.mark.kafka]
@@ -50,3 +51,16 @@ def test_a_group_with_members_on_the_target_gets_nothing(kafka_b: LocalKafka) ->
         assert committed.active and committed.offsets == {}
     finally:
         member.close()
+
+
+def test_records_in_an_open_transaction_are_counted_per_partition(kafka_a: LocalKafka) -> None:
+    """What a promote's hand-over reports it leaves on the source (it does not wait for them)."""
+    topic = unique("tx")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(kafka_a.bootstrap_servers, topic, records(10, partitions=1))
+    source = ConfluentCluster({"bootstrap.servers": kafka_a.bootstrap_servers})
+    assert source.in_open_transactions([topic]) == {}
+    open_tx = open_transaction(kafka_a.bootstrap_servers, topic, 1, 5)
+    assert source.in_open_transactions([topic, "no-such-topic"]) == {(topic, 1): 5}
+    open_tx.commit_transaction(30)
+    wait_for(lambda: source.in_open_transactions([topic]) == {}, 30, "the commit's marker")

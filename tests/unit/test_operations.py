@@ -124,6 +124,21 @@ def test_a_promote_waits_for_lag_0_and_the_final_checkpoints(kafka: FakeKafka) -
     assert not kafka.target.commits
 
 
+def test_an_open_transaction_is_named_not_waited_for(kafka: FakeKafka) -> None:
+    """Lag counts what a read_committed reader reaches: a transaction left open on the source
+    does not hold the promote for ever, and the hand-over says what it leaves behind."""
+    requested = spec({"type": "Promote", "id": "p"})
+    kafka.source.open_transactions = {("t", 2): 5, ("other", 0): 3}
+    op, _ = advance(requested, None, status(replicas=1), CONFIG, {"t": "t.A"}, kafka.access(), NOW)
+    op, events = advance(
+        requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, kafka.access(), NOW
+    )
+    assert op is not None and op.phase == "StoppingWorkers"
+    assert "not mirrored: 5 records in or after open transactions on the source (t[2] 5)" in (
+        events[0].message
+    )
+
+
 def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: FakeKafka) -> None:
     requested = spec({"type": "Failover", "id": "f"})
     kafka.target.checkpoints = {("g", "t.A", 0): Checkpoint("g", "t.A", 0, 90, 80, "")}

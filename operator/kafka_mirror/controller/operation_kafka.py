@@ -7,7 +7,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, Protocol
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.api.operations import Rpo
 from kafka_mirror.api.status import KafkaMirrorStatus
@@ -59,6 +60,11 @@ class Cluster(Protocol):
         """The RPO checked against the copies here (the workers stopped)."""
         ...
 
+    def in_open_transactions(self, topics: list[str]) -> dict[Position, int]:
+        """Per partition of `topics`, the records past what a read_committed reader reaches
+        (an open transaction's, and what was written after it began); none where nothing is."""
+        ...
+
 
 class ConfluentCluster:
     """A cluster reached from its client settings, one admin client for all calls."""
@@ -96,3 +102,22 @@ class ConfluentCluster:
 
     def rpo_on_target(self, status: KafkaMirrorStatus, source_alias: str) -> Rpo:
         return rpo_on_target(status, self._settings, source_alias)
+
+    def in_open_transactions(self, topics: list[str]) -> dict[Position, int]:
+        metadata = self._admin.list_topics(timeout=ADMIN_TIMEOUT).topics
+        asked = [
+            TopicPartition(t, p) for t in topics if t in metadata for p in metadata[t].partitions
+        ]
+        ends = {}
+        for isolation in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
+            futures = self._admin.list_offsets(
+                {tp: OffsetSpec.latest() for tp in asked},  # type: ignore[no-untyped-call]
+                isolation_level=isolation,
+                request_timeout=ADMIN_TIMEOUT,
+            )
+            ends[isolation] = {
+                (tp.topic, tp.partition): f.result(timeout=ADMIN_TIMEOUT).offset
+                for tp, f in futures.items()
+            }
+        high, stable = ends[IsolationLevel.READ_UNCOMMITTED], ends[IsolationLevel.READ_COMMITTED]
+        return {key: high[key] - stable[key] for key in high if high[key] > stable[key]}

@@ -199,6 +199,7 @@ def _step(
                 op.message = f"lag 0; waiting for the final checkpoints of {len(pending)}: {shown}"
             else:
                 op.phase, op.message = "StoppingWorkers", "lag 0, final checkpoints written"
+                op.message += _open_transactions(access.source, sorted(mirrored))
     elif op.phase == "StoppingWorkers":
         # A terminating pod may still copy, commit and sync group offsets: wait for it too.
         if running := status.replicas + access.terminating_workers:
@@ -218,6 +219,19 @@ def _step(
         own_name = config.mirror.rsplit("/", 1)[-1]
         if resume_forward(op, own_name, config, requested.resume, access.mirrors, now):
             _complete(requested, op, now, also=op.message)
+
+
+def _open_transactions(source: Cluster, topics: list[str]) -> str:
+    """What the hand-over leaves on the source in open transactions, said (lag counts what a
+    read_committed reader reaches, so they are not waited for: they may stay open for good)."""
+    pending = source.in_open_transactions(topics)
+    if not pending:
+        return ""
+    shown = ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(pending.items())[:MAX_PENDING_SHOWN])
+    return (
+        f"; not mirrored: {sum(pending.values())} records in or after open transactions on "
+        f"the source ({shown}), copied only if they commit and this mirror runs again"
+    )
 
 
 def catch_up_progress(previous: CatchUpProgress | None, lag: int, now: datetime) -> CatchUpProgress:
