@@ -29,6 +29,7 @@ from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 
@@ -236,6 +237,17 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
                 print(f"----- {worker.name} did not stop within 30 s of SIGTERM -----")
                 worker.kill()
         print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
+
+
+@pytest.fixture
+def stack(
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
+    start_worker: StartWorker,
+    request: pytest.FixtureRequest,
+) -> MirrorStack:
+    """Kafka A and B, the worker launcher and (on first use) Spark: tests/helpers/stack.py."""
+    return MirrorStack(kafka_a, kafka_b, start_worker, request)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
-from pyspark.sql import SparkSession
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import append_history, audit
@@ -23,6 +22,7 @@ from kafka_mirror.kafka.formats import Checkpoint, OffsetSync, checkpoints_topic
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.audit import commit, mirror_everything
 from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -43,21 +43,19 @@ def mirrored(
     return topic, config
 
 
-def test_a_clean_mirror_passes_with_exact_counts(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
-) -> None:
-    topic, config = mirrored(kafka_a, kafka_b, tmp_path)
+def test_a_clean_mirror_passes_with_exact_counts(stack: MirrorStack, tmp_path: Path) -> None:
+    topic, config = mirrored(stack.kafka_a, stack.kafka_b, tmp_path)
     # A sync for a record written after the audit read the target (found on the real node:
     # an audit run while traffic flows): not judged, not counted as wrong.
     parsed = WorkerConfig.model_validate(config)
     ahead = OffsetSync(topic, 0, PER_PARTITION + 50, PER_PARTITION + 50)
     syncs = offset_syncs_topic("A", "B", parsed.offset_syncs.location)
-    holder = kafka_a if parsed.offset_syncs.location == "source" else kafka_b
+    holder = stack.kafka_a if parsed.offset_syncs.location == "source" else stack.kafka_b
     producer = Producer({"bootstrap.servers": holder.bootstrap_servers})
     producer.produce(syncs, ahead.value(), ahead.key())
     assert producer.flush(10) == 0
-    report = audit(parsed, spark)
-    append_history(spark, report, str(tmp_path / "history"))
+    report = audit(parsed, stack.spark)
+    append_history(stack.spark, report, str(tmp_path / "history"))
     assert report.result == "Passed", report
     assert (report.partitions_checked, report.records_checked) == (3, 300)
     assert (report.altered, report.lost_to_retention, report.skipped_cycles) == (0, 0, 0)
@@ -66,20 +64,23 @@ def test_a_clean_mirror_passes_with_exact_counts(
     assert report.offset_syncs_checked >= 3 and report.bad_offset_syncs == 0
     assert report.checkpoints_checked == 3  # group "app", three partitions
     assert report.summary().message.startswith("300 records in 3 partitions mirrored exactly once")
-    (row,) = spark.read.parquet(str(tmp_path / "history")).collect()
+    (row,) = stack.spark.read.parquet(str(tmp_path / "history")).collect()
     assert (row["result"], row["recordsChecked"]) == ("Passed", 300)
 
 
 def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_offsets(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
+    stack: MirrorStack,
+    tmp_path: Path,
 ) -> None:
-    topic, config = mirrored(kafka_a, kafka_b, tmp_path)
+    topic, config = mirrored(stack.kafka_a, stack.kafka_b, tmp_path)
     remote = f"{topic}.A"
-    b = kafka_b.bootstrap_servers
+    b = stack.kafka_b.bootstrap_servers
     # Loss: 10 more records on partition 0 of A that the workers' group committed as mirrored
     # though the target never got them (a mirror that commits too far).
-    produce(kafka_a.bootstrap_servers, topic, [replace(r, partition=0) for r in records(10, 1)])
-    commit(kafka_a, WorkerConfig.model_validate(config).consumer_group, topic, {0: 110})
+    produce(
+        stack.kafka_a.bootstrap_servers, topic, [replace(r, partition=0) for r in records(10, 1)]
+    )
+    commit(stack.kafka_a, WorkerConfig.model_validate(config).consumer_group, topic, {0: 110})
     # Duplicates: records 20..24 of partition 1 written to B again, headers, timestamp and all
     # (as an at-least-once re-send writes them).
     reader = Consumer({"bootstrap.servers": b, "group.id": unique("reader")})
@@ -104,7 +105,7 @@ def test_loss_duplicates_and_a_wrong_checkpoint_are_found_with_partitions_and_of
     producer.produce(checkpoints_topic("A"), wrong.value(), wrong.key())
     assert producer.flush(10) == 0
 
-    report = audit(WorkerConfig.model_validate(config), spark)
+    report = audit(WorkerConfig.model_validate(config), stack.spark)
     assert report.result == "Failed"
     assert (report.missing, report.duplicates, report.unsafe_checkpoints) == (10, 5, 1)
     findings = {(f.topic, f.partition): f for f in report.findings}

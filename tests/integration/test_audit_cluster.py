@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pyspark.sql import SparkSession
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
-from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.spark import SparkStandalone
 from tests.helpers.audit import commit, delete_before, mirror_everything
 from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -53,20 +52,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalon
 
 
 def test_the_audit_on_a_standalone_cluster_counts_what_local_mode_counts(
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
-    spark: SparkSession,
+    stack: MirrorStack,
     cluster: SparkStandalone,
     tmp_path: Path,
 ) -> None:
     topic = unique("cluster")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
-    produce(kafka_a.bootstrap_servers, topic, records(300, 3))
-    commit(kafka_a, "app", topic, dict.fromkeys(range(3), 50))
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    mirror_everything(config, topic, tmp_path, kafka_b)
-    delete_before(kafka_b, f"{topic}.A", {0: 40})  # some unverifiable, for the counts to differ
-    local = audit(WorkerConfig.model_validate(config), spark).model_dump(by_alias=True)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=3)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(300, 3))
+    commit(stack.kafka_a, "app", topic, dict.fromkeys(range(3), 50))
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
+    mirror_everything(config, topic, tmp_path, stack.kafka_b)
+    delete_before(
+        stack.kafka_b, f"{topic}.A", {0: 40}
+    )  # some unverifiable, for the counts to differ
+    local = audit(WorkerConfig.model_validate(config), stack.spark).model_dump(by_alias=True)
 
     config_path, report_path = tmp_path / "worker.yaml", tmp_path / "report.json"
     config_path.write_text(yaml.safe_dump(config))

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from pyspark.sql import SparkSession
 
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
@@ -46,7 +45,8 @@ from tests.helpers.kafka import (
     records,
     unique,
 )
-from tests.helpers.worker import StartWorker, WorkerProcess, wait_for, worker_config
+from tests.helpers.stack import MirrorStack
+from tests.helpers.worker import WorkerProcess, wait_for, worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -66,21 +66,24 @@ def syncs_below(kafka_a: LocalKafka, topic: str, limits: dict[int, int]) -> int:
 
 
 def test_records_expired_on_either_side_are_unverifiable_not_missing(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
+    stack: MirrorStack,
+    tmp_path: Path,
 ) -> None:
     """The remote topic's retention removed the first 40 records of partitions 0 and 1; the
     source's removed the first 30 of partition 2 after they were mirrored."""
-    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path, partitions=3, count=300)
+    topic, config = mirror_new_topic(
+        stack.kafka_a, stack.kafka_b, tmp_path, partitions=3, count=300
+    )
     remote = f"{topic}.A"
-    delete_before(kafka_b, remote, {0: 40, 1: 40})
-    delete_before(kafka_a, topic, {2: 30})
-    report = audit(WorkerConfig.model_validate(config), spark)
+    delete_before(stack.kafka_b, remote, {0: 40, 1: 40})
+    delete_before(stack.kafka_a, topic, {2: 30})
+    report = audit(WorkerConfig.model_validate(config), stack.spark)
     assert report.result == "Passed", report
     assert (report.records_checked, report.missing, report.altered) == (60 + 60 + 70, 0, 0)
     assert (report.expired_on_target, report.expired_on_source) == (80, 30)
     expired = {(f.partition, f.expired_on_target, f.expired_on_source) for f in report.findings}
     assert expired == {(0, 40, 0), (1, 40, 0), (2, 0, 30)}
-    unverifiable_syncs = syncs_below(kafka_a, topic, {0: 40, 1: 40})
+    unverifiable_syncs = syncs_below(stack.kafka_a, topic, {0: 40, 1: 40})
     assert unverifiable_syncs >= 2
     assert (report.offset_syncs_unverifiable, report.bad_offset_syncs) == (unverifiable_syncs, 0)
     assert report.summary().message.endswith(
@@ -89,14 +92,12 @@ def test_records_expired_on_either_side_are_unverifiable_not_missing(
     assert report.summary().unverifiable == 110
 
 
-def test_a_compacted_source_topic_passes(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
-) -> None:
+def test_a_compacted_source_topic_passes(stack: MirrorStack, tmp_path: Path) -> None:
     """30 records over 10 keys, compacted by the source's log cleaner to the newest of each
     (offset gaps the workers and the audit cross), then mirrored."""
     topic = unique("compacted")
     create_topics(
-        kafka_a.bootstrap_servers,
+        stack.kafka_a.bootstrap_servers,
         [topic],
         config={
             "cleanup.policy": "compact",
@@ -109,40 +110,38 @@ def test_a_compacted_source_topic_passes(
         Record(f"k{i % 10}".encode(), f"v{i}".encode(), timestamp=int(time.time() * 1000))
         for i in range(30)
     ]
-    produce(kafka_a.bootstrap_servers, topic, versions)
+    produce(stack.kafka_a.bootstrap_servers, topic, versions)
     time.sleep(0.2)
     # Rolls the segment that holds the 30 (older than segment.ms), so the cleaner may take it;
     # nothing is written after, so nothing else is compacted (the active segment never is).
-    produce(kafka_a.bootstrap_servers, topic, [Record(b"last", b"rolls the segment")])
+    produce(stack.kafka_a.bootstrap_servers, topic, [Record(b"last", b"rolls the segment")])
     wait_for(
-        lambda: len(read_all(kafka_a, topic)) == 11,
+        lambda: len(read_all(stack.kafka_a, topic)) == 11,
         90,
         "the log cleaner to compact the source topic",
         every=2,
     )
-    left = read_all(kafka_a, topic)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    mirror_everything(config, topic, tmp_path, kafka_b)
-    report = audit(WorkerConfig.model_validate(config), spark)
+    left = read_all(stack.kafka_a, topic)
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
+    mirror_everything(config, topic, tmp_path, stack.kafka_b)
+    report = audit(WorkerConfig.model_validate(config), stack.spark)
     assert report.result == "Passed", report
     assert left == [*range(20, 30), 30]  # gaps: offsets 0 to 19 compacted away
     assert (report.records_checked, report.missing, report.altered) == (11, 0, 0)
     assert (report.expired_on_target, report.bad_offset_syncs) == (0, 0)
 
 
-def test_a_remote_topic_compacted_on_the_target_passes(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
-) -> None:
+def test_a_remote_topic_compacted_on_the_target_passes(stack: MirrorStack, tmp_path: Path) -> None:
     """30 records over 10 keys mirrored; then the remote topic is made compacted on the target
     (the source is not), and the cleaner keeps the newest copy of each key: the 20 older
     copies are gone while the source still holds their records, unverifiable rather than
     missing."""
     topic = unique()
-    create_topics(kafka_a.bootstrap_servers, [topic])
+    create_topics(stack.kafka_a.bootstrap_servers, [topic])
     versions = [Record(f"k{i % 10}".encode(), f"v{i}".encode()) for i in range(30)]
-    produce(kafka_a.bootstrap_servers, topic, versions)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    mirror_everything(config, topic, tmp_path, kafka_b)
+    produce(stack.kafka_a.bootstrap_servers, topic, versions)
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
+    mirror_everything(config, topic, tmp_path, stack.kafka_b)
     remote = f"{topic}.A"
     compact = {
         "cleanup.policy": "compact",
@@ -159,18 +158,18 @@ def test_a_remote_topic_compacted_on_the_target_passes(
         ],
     )
     for future in (
-        admin_for(kafka_b.bootstrap_servers).incremental_alter_configs([resource]).values()
+        admin_for(stack.kafka_b.bootstrap_servers).incremental_alter_configs([resource]).values()
     ):
         future.result(timeout=30)
     time.sleep(0.2)
-    produce(kafka_b.bootstrap_servers, remote, [Record(b"other", b"rolls the segment")])
+    produce(stack.kafka_b.bootstrap_servers, remote, [Record(b"other", b"rolls the segment")])
     wait_for(
-        lambda: len(read_all(kafka_b, remote)) == 11,
+        lambda: len(read_all(stack.kafka_b, remote)) == 11,
         90,
         "the log cleaner to compact the remote topic",
         every=2,
     )
-    report = audit(WorkerConfig.model_validate(config), spark)
+    report = audit(WorkerConfig.model_validate(config), stack.spark)
     assert report.result == "Passed", report
     assert (report.records_checked, report.expired_on_target, report.missing) == (10, 20, 0)
 
@@ -190,15 +189,13 @@ def read_all(cluster: LocalKafka, topic: str) -> list[int]:
     return offsets
 
 
-def test_a_source_with_an_aborted_transaction_passes(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
-) -> None:
+def test_a_source_with_an_aborted_transaction_passes(stack: MirrorStack, tmp_path: Path) -> None:
     """10 records of an aborted transaction between 20 committed ones: the workers never mirror
     them (they read committed), and the audit does not miss them."""
     topic = unique("transactional")
-    create_topics(kafka_a.bootstrap_servers, [topic])
+    create_topics(stack.kafka_a.bootstrap_servers, [topic])
     producer = Producer(
-        {"bootstrap.servers": kafka_a.bootstrap_servers, "transactional.id": unique("tx")}
+        {"bootstrap.servers": stack.kafka_a.bootstrap_servers, "transactional.id": unique("tx")}
     )
     producer.init_transactions(30)
     for batch, outcome in ((0, "commit"), (1, "abort"), (2, "commit")):
@@ -210,27 +207,28 @@ def test_a_source_with_an_aborted_transaction_passes(
             producer.commit_transaction(30)
         else:
             producer.abort_transaction(30)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    mirror_everything(config, topic, tmp_path, kafka_b)
-    report = audit(WorkerConfig.model_validate(config), spark)
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
+    mirror_everything(config, topic, tmp_path, stack.kafka_b)
+    report = audit(WorkerConfig.model_validate(config), stack.spark)
     assert report.result == "Passed", report
     assert (report.records_checked, report.missing, report.duplicates) == (20, 0, 0)
 
 
 def test_identity_both_ways_passes_with_the_cycle_skips_counted(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
+    stack: MirrorStack,
+    tmp_path: Path,
 ) -> None:
     """`t` on A and on B, mirrored A → B and B → A under identity naming: A's `t` holds its own
     20 records and B's 30 copied back, which the A → B workers skip as cycles."""
     topic = unique("identity")
-    for cluster in (kafka_a, kafka_b):
+    for cluster in (stack.kafka_a, stack.kafka_b):
         create_topics(cluster.bootstrap_servers, [topic])
     naming = {"policy": "identity"}
-    forward = worker_config(kafka_a, kafka_b, [re.escape(topic)], topicNaming=naming)
-    backward = worker_config(kafka_b, kafka_a, [re.escape(topic)], topicNaming=naming)
+    forward = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)], topicNaming=naming)
+    backward = worker_config(stack.kafka_b, stack.kafka_a, [re.escape(topic)], topicNaming=naming)
     backward["source"]["alias"], backward["target"]["alias"] = "B", "A"  # type: ignore[index]
-    produce(kafka_a.bootstrap_servers, topic, records(20, 1))
-    produce(kafka_b.bootstrap_servers, topic, records(30, 1))
+    produce(stack.kafka_a.bootstrap_servers, topic, records(20, 1))
+    produce(stack.kafka_b.bootstrap_servers, topic, records(30, 1))
     workers = [
         WorkerProcess(forward, tmp_path, "a-to-b").start(),
         WorkerProcess(backward, tmp_path, "b-to-a").start(),
@@ -238,8 +236,8 @@ def test_identity_both_ways_passes_with_the_cycle_skips_counted(
     try:
         wait_for(
             lambda: (
-                end_offsets(kafka_a.bootstrap_servers, topic)[0] == 50
-                and end_offsets(kafka_b.bootstrap_servers, topic)[0] == 50
+                end_offsets(stack.kafka_a.bootstrap_servers, topic)[0] == 50
+                and end_offsets(stack.kafka_b.bootstrap_servers, topic)[0] == 50
                 and committed_everything(forward, topic)
                 and committed_everything(backward, topic)
             ),
@@ -249,7 +247,7 @@ def test_identity_both_ways_passes_with_the_cycle_skips_counted(
     finally:
         for worker in workers:
             assert worker.stop() == 0
-    report = audit(WorkerConfig.model_validate(forward), spark)
+    report = audit(WorkerConfig.model_validate(forward), stack.spark)
     assert report.result == "Passed", report
     assert (report.records_checked, report.skipped_cycles, report.missing) == (20, 30, 0)
 
@@ -259,24 +257,25 @@ def source_id(cluster: LocalKafka, topic: str) -> bytes | None:
 
 
 def test_a_recreated_source_topic_cannot_hide_a_missing_copy(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
+    stack: MirrorStack,
+    tmp_path: Path,
 ) -> None:
     """100 records mirrored; the topic deleted and created again on A with 50 records, mirrored
     after the first 100 copies; then one more record that the workers' group commits though
     the target never got it. Its offset (50) has a copy of the old topic's record 50 on the
     target: only the provenance header's topic ID tells them apart."""
-    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path)
-    admin = admin_for(kafka_a.bootstrap_servers)
+    topic, config = mirror_new_topic(stack.kafka_a, stack.kafka_b, tmp_path)
+    admin = admin_for(stack.kafka_a.bootstrap_servers)
     for future in admin.delete_topics([topic]).values():
         future.result(timeout=30)
     wait_for(lambda: topic not in admin.list_topics().topics, 30, "the topic to go")
-    create_topics(kafka_a.bootstrap_servers, [topic])
-    produce(kafka_a.bootstrap_servers, topic, records(50, 1))
-    mirror_everything(config, topic, tmp_path, kafka_b, name="worker-again")
-    assert end_offsets(kafka_b.bootstrap_servers, f"{topic}.A")[0] == 150
-    produce(kafka_a.bootstrap_servers, topic, records(1, 1))
-    commit(kafka_a, WorkerConfig.model_validate(config).consumer_group, topic, {0: 51})
-    report = audit(WorkerConfig.model_validate(config), spark)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic])
+    produce(stack.kafka_a.bootstrap_servers, topic, records(50, 1))
+    mirror_everything(config, topic, tmp_path, stack.kafka_b, name="worker-again")
+    assert end_offsets(stack.kafka_b.bootstrap_servers, f"{topic}.A")[0] == 150
+    produce(stack.kafka_a.bootstrap_servers, topic, records(1, 1))
+    commit(stack.kafka_a, WorkerConfig.model_validate(config).consumer_group, topic, {0: 51})
+    report = audit(WorkerConfig.model_validate(config), stack.spark)
     assert report.result == "Failed"
     assert (report.records_checked, report.missing, report.altered) == (51, 1, 0)
     (finding,) = report.findings
@@ -285,14 +284,15 @@ def test_a_recreated_source_topic_cannot_hide_a_missing_copy(
 
 
 def test_a_record_altered_on_the_target_fails_naming_it(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, spark: SparkSession, tmp_path: Path
+    stack: MirrorStack,
+    tmp_path: Path,
 ) -> None:
     """Record 100 of A's topic reaches B with another value (its only copy there): present, but
     not what the source holds."""
-    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path)
+    topic, config = mirror_new_topic(stack.kafka_a, stack.kafka_b, tmp_path)
     (original,) = records(1, 1)
-    produce(kafka_a.bootstrap_servers, topic, [original])
-    header = Provenance("A", 0, 100, source_id(kafka_a, topic)).encode()
+    produce(stack.kafka_a.bootstrap_servers, topic, [original])
+    header = Provenance("A", 0, 100, source_id(stack.kafka_a, topic)).encode()
     altered = Record(
         original.key,
         b"not what A holds",
@@ -300,9 +300,9 @@ def test_a_record_altered_on_the_target_fails_naming_it(
         original.timestamp,
         0,
     )
-    produce(kafka_b.bootstrap_servers, f"{topic}.A", [altered])
-    commit(kafka_a, WorkerConfig.model_validate(config).consumer_group, topic, {0: 101})
-    report = audit(WorkerConfig.model_validate(config), spark)
+    produce(stack.kafka_b.bootstrap_servers, f"{topic}.A", [altered])
+    commit(stack.kafka_a, WorkerConfig.model_validate(config).consumer_group, topic, {0: 101})
+    report = audit(WorkerConfig.model_validate(config), stack.spark)
     assert report.result == "Failed"
     assert (report.records_checked, report.missing, report.altered, report.duplicates) == (
         101,
@@ -328,19 +328,16 @@ def status_of(config: dict[str, object], topic: str) -> KafkaMirrorStatus:
 
 
 def test_records_that_left_the_source_before_they_were_mirrored_are_lost(
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
-    spark: SparkSession,
+    stack: MirrorStack,
     tmp_path: Path,
-    start_worker: StartWorker,
 ) -> None:
     """100 records mirrored; the mirror stopped; 50 more produced, and the source's retention
     removes offsets up to 130 before the mirror runs again: 100 to 129 are lost, shown in the
     status while the mirror is stopped, counted by the worker when it goes on from 130, and
     failed by the audit both times."""
-    topic, config = mirror_new_topic(kafka_a, kafka_b, tmp_path)
-    produce(kafka_a.bootstrap_servers, topic, records(50, 1))
-    delete_before(kafka_a, topic, {0: 130})
+    topic, config = mirror_new_topic(stack.kafka_a, stack.kafka_b, tmp_path)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(50, 1))
+    delete_before(stack.kafka_a, topic, {0: 130})
 
     def check(status: KafkaMirrorStatus, checked: int) -> None:
         (shown,) = status.topics
@@ -351,7 +348,7 @@ def test_records_that_left_the_source_before_they_were_mirrored_are_lost(
             f"30 records left the source before they were mirrored ({topic} (30)): the mirror "
             "fell behind the source's retention. Raise the source topics' retention.ms"
         )
-        report = audit(WorkerConfig.model_validate(config), spark)
+        report = audit(WorkerConfig.model_validate(config), stack.spark)
         assert report.result == "Failed"
         assert (report.lost_to_retention, report.records_checked, report.missing) == (
             30,
@@ -366,12 +363,12 @@ def test_records_that_left_the_source_before_they_were_mirrored_are_lost(
         )
 
     check(status_of(config, topic), checked=0)  # the mirror stopped: the source shows it
-    worker = start_worker(config, "worker-again")
+    worker = stack.start_worker(config, "worker-again")
     wait_for(lambda: committed_everything(config, topic), 60, "the worker to go on")
     labels = {"topic": topic, "partition": "0"}
     assert worker.metric("kafka_mirror_records_lost_to_retention_total", **labels) == 30
     assert worker.stop() == 0
     assert "offsets 100 to 129 left the source before they were mirrored" in worker.log()
-    copied = consume(kafka_b.bootstrap_servers, f"{topic}.A", 120)
+    copied = consume(stack.kafka_b.bootstrap_servers, f"{topic}.A", 120)
     assert [r.value for r in copied[100:]] == [r.value for r in records(50, 1)[30:]]
     check(status_of(config, topic), checked=20)  # counted by the worker, in its commits

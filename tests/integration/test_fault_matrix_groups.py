@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
-from pyspark.sql import SparkSession
 
 from kafka_mirror_dev.builds import kafka_libs
 from kafka_mirror_dev.kafka import LocalKafka, java_command
 from tests.helpers.failover import newest_checkpoints, resumed, source_offsets
-from tests.helpers.faults import Outcome, verify
+from tests.helpers.faults import Outcome
 from tests.helpers.kafka import end_offsets, unique
 from tests.helpers.matrix import RATE, mirror_topic, traffic
 from tests.helpers.mirror_client import translate_groups
-from tests.helpers.worker import StartWorker, group_offsets, wait_for
+from tests.helpers.stack import MirrorStack
+from tests.helpers.worker import group_offsets, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -91,40 +91,37 @@ def checkpointed(
 
 
 def test_a_group_reset_on_the_source_reaches_its_checkpoint(
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
-    start_worker: StartWorker,
-    spark: SparkSession,
+    stack: MirrorStack,
     outcomes: list[Outcome],
     tmp_path: Path,
 ) -> None:
-    topic, config, _group, worker = mirror_topic(kafka_a, kafka_b, start_worker, "reset", 4)
+    case = mirror_topic(stack.kafka_a, stack.kafka_b, stack.start_worker, "reset", 4)
+    topic = case.topic
     remote = f"{topic}.A"
-    running = traffic(kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 25)
+    running = traffic(stack.kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 25)
     app = unique("app-")
-    consume_and_commit(kafka_a, app, topic, seconds=6)
-    consumed = positions(kafka_a, app, topic)
+    consume_and_commit(stack.kafka_a, app, topic, seconds=6)
+    consumed = positions(stack.kafka_a, app, topic)
     assert len(consumed) == 4 and min(consumed.values()) > SHIFT, consumed
-    wait_for(checkpointed(kafka_b, remote, app, consumed), 60, "the group's checkpoints")
+    wait_for(checkpointed(stack.kafka_b, remote, app, consumed), 60, "the group's checkpoints")
 
     started = time.monotonic()
-    reset_by(kafka_a, app, topic, -SHIFT)
-    rewound = positions(kafka_a, app, topic)
+    reset_by(stack.kafka_a, app, topic, -SHIFT)
+    rewound = positions(stack.kafka_a, app, topic)
     assert rewound == {p: o - SHIFT for p, o in consumed.items()}, rewound
-    wait_for(checkpointed(kafka_b, remote, app, rewound), 60, "the checkpoints to follow back")
-    recovery = time.monotonic() - started
-    stats = running.finish()
-    assert stats.failed == 0, stats.errors
-
+    wait_for(
+        checkpointed(stack.kafka_b, remote, app, rewound), 60, "the checkpoints to follow back"
+    )
+    followed = time.monotonic() - started
     fault = f"a group rewound by {SHIFT:,} records a partition on A, 10,000 records/s"
-    verify(outcomes, fault, kafka_a, kafka_b, config, [topic], [worker], spark, 0, recovery)
+    case.finish(outcomes, fault, stack.spark, started, running, recovery=followed)
     # Kafka's own client translates the rewound checkpoint; failed over from there, the group
     # reads every record from its position on and again only copies the mirror re-sent.
-    translated = translate_groups(kafka_b, [app])[app]
-    newest = newest_checkpoints(kafka_b, remote)
-    source_ends = end_offsets(kafka_a.bootstrap_servers, topic)
+    translated = translate_groups(stack.kafka_b, [app])[app]
+    newest = newest_checkpoints(stack.kafka_b, remote)
+    source_ends = end_offsets(stack.kafka_a.bootstrap_servers, topic)
     for p, position in rewound.items():
         start = translated[(remote, p)]
         assert start == newest[(app, p)].downstream_offset, (p, start)
-        read = resumed(source_offsets(kafka_b, remote, p), position, start, source_ends[p])
+        read = resumed(source_offsets(stack.kafka_b, remote, p), position, start, source_ends[p])
         assert read.skipped == 0 and read.reread <= read.resent, (p, position, start, read)

@@ -10,21 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import check_content
 from tests.helpers.derive import DerivingApp
 from tests.helpers.faults import Outcome
 from tests.helpers.kafka import end_offsets
 from tests.helpers.matrix import RATE, traffic
-from tests.helpers.worker import StartWorker, start_identity_pair
+from tests.helpers.stack import MirrorStack
+from tests.helpers.worker import start_identity_pair
 
 pytestmark = [pytest.mark.kafka]
 
 
 def test_identity_both_ways_with_records_derived_from_mirrored_ones(
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
-    start_worker: StartWorker,
+    stack: MirrorStack,
     outcomes: list[Outcome],
     tmp_path: Path,
 ) -> None:
@@ -34,14 +32,14 @@ def test_identity_both_ways_with_records_derived_from_mirrored_ones(
     into A's `u`. Every record reaches the other side once, the derived ones included, and
     nothing goes back where it came from. (Our audit is not run: it counts the copies a worker
     skips on purpose as missing.)"""
-    pair = start_identity_pair(kafka_a, kafka_b, start_worker, partitions=4)
+    pair = start_identity_pair(stack.kafka_a, stack.kafka_b, stack.start_worker, partitions=4)
     t, u = pair.topic, pair.derived
     count = RATE * 10
     generators = [
         traffic(side, t, tmp_path, f"traffic-{side.alias}", rate=RATE // 2, count=count)
-        for side in (kafka_a, kafka_b)
+        for side in (stack.kafka_a, stack.kafka_b)
     ]
-    app = DerivingApp(kafka_a.bootstrap_servers, t, u, expected=count)
+    app = DerivingApp(stack.kafka_a.bootstrap_servers, t, u, expected=count)
     app.start()
     for generator in generators:
         stats = generator.finish()
@@ -51,7 +49,7 @@ def test_identity_both_ways_with_records_derived_from_mirrored_ones(
     pair.wait_until_settled()
     recovery = time.monotonic() - ended
 
-    a, b = kafka_a.bootstrap_servers, kafka_b.bootstrap_servers
+    a, b = stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers
     checks = {  # a record mirrored back into its own topic counts as unexpected
         "A's records on B": check_content(a, b, {t: t}, local_only=True),
         "B's records on A": check_content(b, a, {t: t}, local_only=True),

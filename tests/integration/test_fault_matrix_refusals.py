@@ -40,6 +40,7 @@ from tests.helpers.faults import (
     verify,
 )
 from tests.helpers.kafka import admin_for, create_topics, unique
+from tests.helpers.stack import MirrorStack
 from tests.helpers.traffic import TrafficGenerator, TrafficSpec
 from tests.helpers.worker import (
     StartWorker,
@@ -198,10 +199,7 @@ def test_write_denied_on_one_remote_topic_stops_that_topic_alone(
 
 
 def test_a_remote_topic_made_compacted_refuses_records_without_keys(
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
-    start_worker: StartWorker,
-    spark: SparkSession,
+    stack: MirrorStack,
     outcomes: list[Outcome],
     tmp_path: Path,
 ) -> None:
@@ -213,12 +211,12 @@ def test_a_remote_topic_made_compacted_refuses_records_without_keys(
     once per partition. Setting cleanup.policy=delete back lets the topic resume at its retry.
     (The log cleaner never touches the records already there: they are in the active segment.)"""
     config, topics, worker, bound, recovery = one_topic_refused(
-        kafka_a,
-        kafka_b,
-        start_worker,
+        stack.kafka_a,
+        stack.kafka_b,
+        stack.start_worker,
         tmp_path,
-        lambda remote: cleanup_policy(kafka_b, remote, "compact"),
-        lambda remote: cleanup_policy(kafka_b, remote, "delete"),
+        lambda remote: cleanup_policy(stack.kafka_b, remote, "compact"),
+        lambda remote: cleanup_policy(stack.kafka_b, remote, "delete"),
         r"the target refused a record of \S+\[\d\] at or after it \(Broker: Broker failed to "
         r"validate record\): if \S+ is compacted \(a record without a key cannot go there\), "
         r"set its cleanup.policy to delete on the target to go on",
@@ -226,4 +224,15 @@ def test_a_remote_topic_made_compacted_refuses_records_without_keys(
     )
     assert worker.metric("kafka_mirror_errors_total", kind="producer replaced") <= PARTITIONS
     fault = "1 of 3 remote topics made compacted for 20 s, its records without keys, 10,000/s"
-    verify(outcomes, fault, kafka_a, kafka_b, config, topics, [worker], spark, bound, recovery)
+    verify(
+        outcomes,
+        fault,
+        stack.kafka_a,
+        stack.kafka_b,
+        config,
+        topics,
+        [worker],
+        stack.spark,
+        bound,
+        recovery,
+    )

@@ -19,7 +19,6 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror import render
 from kafka_mirror.kube import apply
-from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.node import KubeNode
 from tests.helpers.faults import (
     Outcome,
@@ -31,8 +30,8 @@ from tests.helpers.faults import (
 from tests.helpers.kafka import create_topics, end_offsets, produce, records, unique
 from tests.helpers.node import NodeStack
 from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
-    StartWorker,
     group_offsets,
     wait_for,
     worker_config,
@@ -104,37 +103,34 @@ def test_worker_pods_killed_every_few_seconds_lose_nothing(
 @pytest.mark.parametrize("broker", ["target", "source"])
 def test_a_broker_restarted_mid_stream_loses_nothing(
     broker: str,
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
-    start_worker: StartWorker,
-    spark: SparkSession,
+    stack: MirrorStack,
     outcomes: list[Outcome],
 ) -> None:
     topic = unique(f"{broker}-restart")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=8)
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
     group = worker_group(config)
-    start_worker(config)
-    producer = SteadyProducer(kafka_a, topic, 200_000, per_second=10_000)
+    stack.start_worker(config)
+    producer = SteadyProducer(stack.kafka_a, topic, 200_000, per_second=10_000)
     producer.start()
     wait_for(
-        lambda: sum(group_offsets(kafka_a, group).values()) > 20_000,
+        lambda: sum(group_offsets(stack.kafka_a, group).values()) > 20_000,
         60,
         "mirroring to be under way (20,000 records committed)",
     )
-    restarted = kafka_b if broker == "target" else kafka_a
+    restarted = stack.kafka_b if broker == "target" else stack.kafka_a
 
     def restart() -> None:
         restarted.stop()
         time.sleep(5)
         restarted.start()
 
-    bound = resend_bound(kafka_a, group, [topic], restart)
+    bound = resend_bound(stack.kafka_a, group, [topic], restart)
     back = time.monotonic()
-    recovery = seconds_until_committed(kafka_a, group, [topic], since=back)
+    recovery = seconds_until_committed(stack.kafka_a, group, [topic], since=back)
     producer.finish()
     fault = f"{broker} broker stopped for 5 s mid-stream"
-    audit_and_record(outcomes, fault, kafka_a, config, [topic], spark, bound, recovery)
+    audit_and_record(outcomes, fault, stack.kafka_a, config, [topic], stack.spark, bound, recovery)
 
 
 # --- the operator and the API server ---------------------------------------------------------

@@ -27,8 +27,9 @@ from tests.helpers.kafka import (
     records,
     unique,
 )
+from tests.helpers.stack import MirrorStack
 from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE, TrafficGenerator, TrafficSpec
-from tests.helpers.worker import StartWorker, wait_for, wait_until_mirrored, worker_config
+from tests.helpers.worker import wait_for, wait_until_mirrored, worker_config
 
 pytestmark = pytest.mark.kafka
 
@@ -36,13 +37,16 @@ RATE = 20_000  # records a second: the fault matrix's steady traffic
 
 
 def test_the_traffic_streams_while_a_worker_mirrors_it_and_the_copy_is_exact(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker, tmp_path: Path
+    stack: MirrorStack,
+    tmp_path: Path,
 ) -> None:
     topic = unique("traffic")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    start_worker(config)
-    spec = TrafficSpec.for_topics(kafka_a.bootstrap_servers, [topic], rate=RATE, count=RATE * 20)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=8)
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
+    stack.start_worker(config)
+    spec = TrafficSpec.for_topics(
+        stack.kafka_a.bootstrap_servers, [topic], rate=RATE, count=RATE * 20
+    )
     generator = TrafficGenerator(spec, tmp_path).start()
     # What the fault matrix rests on, as events rather than a rate (a rate in a window depends
     # on what else the machine runs; the suite runs three test processes): the records stream
@@ -50,7 +54,7 @@ def test_the_traffic_streams_while_a_worker_mirrors_it_and_the_copy_is_exact(
     copying: dict[str, int] = {}
 
     def copied_while_streaming() -> bool:
-        copying["on B"] = sum(end_offsets(kafka_b.bootstrap_servers, f"{topic}.A").values())
+        copying["on B"] = sum(end_offsets(stack.kafka_b.bootstrap_servers, f"{topic}.A").values())
         copying["produced"] = generator.stats().produced
         return copying["on B"] >= RATE and copying["produced"] < spec.count
 
@@ -60,9 +64,9 @@ def test_the_traffic_streams_while_a_worker_mirrors_it_and_the_copy_is_exact(
     print(f"traffic: {rate:,.0f} records/s acknowledged, at most {stats.max_behind:,} behind")
     assert stats.failed == 0 and stats.acked_total == spec.count, stats.errors
 
-    wait_until_mirrored(kafka_a, config, topic)
+    wait_until_mirrored(stack.kafka_a, config, topic)
     report = check_content(
-        kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
+        stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
     )
     print(f"content check: {report}")
     assert report.source_records == spec.count
@@ -97,19 +101,19 @@ def mirrored(record: Record) -> Record:
 
 
 def test_the_content_check_finds_missing_duplicated_and_unexpected_records(
-    kafka_a: LocalKafka, kafka_b: LocalKafka
+    stack: MirrorStack,
 ) -> None:
     topic = unique("content")
     remote = f"{topic}.A"
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
-    create_topics(kafka_b.bootstrap_servers, [remote], partitions=3)
-    produce(kafka_a.bootstrap_servers, topic, records(300, partitions=3))  # record i on i % 3
-    source = {read.key: read for read in consume(kafka_a.bootstrap_servers, topic, 300)}
-    produce(kafka_b.bootstrap_servers, remote, [mirrored(r) for r in source.values()])
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=3)
+    create_topics(stack.kafka_b.bootstrap_servers, [remote], partitions=3)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(300, partitions=3))  # record i on i % 3
+    source = {read.key: read for read in consume(stack.kafka_a.bootstrap_servers, topic, 300)}
+    produce(stack.kafka_b.bootstrap_servers, remote, [mirrored(r) for r in source.values()])
 
     def check() -> ContentReport:
         report = check_content(
-            kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: remote}
+            stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers, {topic: remote}
         )
         print(report)
         return report
@@ -123,9 +127,9 @@ def test_the_content_check_finds_missing_duplicated_and_unexpected_records(
     # 2), and a copy of k7 (partition 1) with its value changed. Each partition held 100.
     k0, k5, k7 = source[b"k0"], source[b"k5"], source[b"k7"]
     never_copied = Record(b"never-copied", b"v", (), k0.timestamp, partition=1)
-    produce(kafka_a.bootstrap_servers, topic, [never_copied, replace(k0, offset=None)])
+    produce(stack.kafka_a.bootstrap_servers, topic, [never_copied, replace(k0, offset=None)])
     changed = replace(mirrored(k7), value=b"changed")
-    produce(kafka_b.bootstrap_servers, remote, [mirrored(k5), changed])
+    produce(stack.kafka_b.bootstrap_servers, remote, [mirrored(k5), changed])
     report = check()
     assert (report.source_records, report.target_records) == (302, 302)
     assert (report.missing, report.duplicates, report.unexpected) == (2, 1, 1)

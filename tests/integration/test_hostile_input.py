@@ -29,11 +29,11 @@ from kafka_mirror.api.models import (
 from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.kube import apply
 from kafka_mirror.render import DEFAULT_IMAGE
-from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.hostile import base_mirror, base_selection, mutated
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.objects import condition, exists, get_custom, mirror, selection
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
@@ -124,16 +124,15 @@ def _message(error: ApiException) -> str:
 
 
 def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
+    stack: MirrorStack,
     kube_api: client.ApiClient,
     namespace: str,
     operator: OperatorProcess,
 ) -> None:
     # Bait for catastrophic patterns: long names of a's on the source.
-    create_topics(kafka_a.bootstrap_servers, ["a" * 200, "a" * 100 + unique("-")])
-    plain = {"bootstrapServers": kafka_a.bootstrap_servers}
-    target = {"bootstrapServers": kafka_b.bootstrap_servers}
+    create_topics(stack.kafka_a.bootstrap_servers, ["a" * 200, "a" * 100 + unique("-")])
+    plain = {"bootstrapServers": stack.kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": stack.kafka_b.bootstrap_servers}
     apply(kube_api, mirror("good", namespace, plain, target))
     apply(kube_api, selection("good", namespace, "good", ["a+"]))
 
@@ -141,7 +140,7 @@ def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
     selections = Barrage(
         kube_api, namespace, "MirrorTopicSelection", MirrorTopicSelectionSpec, "InvalidPattern"
     )
-    source = base_mirror(kafka_a.bootstrap_servers, kafka_b.bootstrap_servers)
+    source = base_mirror(stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers)
     # Specs the schema cannot judge but the API server refuses in the children they make.
     for worker in (
         {"annotations": {"\n---\nkind: Secret": "x"}},

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER, LocalKafka
 from tests.helpers.kafka import Record, consume, create_topics, produce
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -25,9 +26,12 @@ def cluster(request: pytest.FixtureRequest) -> LocalKafka:
     return request.getfixturevalue(f"kafka_{request.param.lower()}")  # type: ignore[no-any-return]
 
 
-def test_clusters_are_distinct(kafka_a: LocalKafka, kafka_b: LocalKafka) -> None:
+def test_clusters_are_distinct(stack: MirrorStack) -> None:
     # Keep each admin client referenced until its future resolves.
-    admins = [AdminClient({"bootstrap.servers": c.bootstrap_servers}) for c in (kafka_a, kafka_b)]
+    admins = [
+        AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        for c in (stack.kafka_a, stack.kafka_b)
+    ]
     ids = {admin.describe_cluster().result(timeout=10).cluster_id for admin in admins}
     assert len(ids) == 2
 
@@ -129,10 +133,15 @@ def refusal(bootstrap: str, security: dict[str, str]) -> str:
 
 
 def test_tls_listeners_refuse_a_client_without_a_certificate_or_the_right_ca(
-    kafka_a: LocalKafka, kafka_b: LocalKafka
+    stack: MirrorStack,
 ) -> None:
-    without_certificate = {"security.protocol": "SSL", "ssl.ca.pem": kafka_a.ca_certificate_pem}
-    assert "bad certificate" in refusal(kafka_a.ssl_bootstrap_servers, without_certificate)
+    without_certificate = {
+        "security.protocol": "SSL",
+        "ssl.ca.pem": stack.kafka_a.ca_certificate_pem,
+    }
+    assert "bad certificate" in refusal(stack.kafka_a.ssl_bootstrap_servers, without_certificate)
     # Each cluster has its own CA: B's does not vouch for A's broker.
-    trusting_b = {**scram_over_tls(kafka_a), "ssl.ca.pem": kafka_b.ca_certificate_pem}
-    assert "certificate verify failed" in refusal(kafka_a.sasl_ssl_bootstrap_servers, trusting_b)
+    trusting_b = {**scram_over_tls(stack.kafka_a), "ssl.ca.pem": stack.kafka_b.ca_certificate_pem}
+    assert "certificate verify failed" in refusal(
+        stack.kafka_a.sasl_ssl_bootstrap_servers, trusting_b
+    )

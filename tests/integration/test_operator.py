@@ -5,7 +5,6 @@ audit pods of the node's image that the kubelet runs from the objects it wrote."
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 from functools import partial
 from typing import Any
@@ -413,41 +412,3 @@ def test_an_operator_restarted_mid_way_converges_without_duplicates(
     for name in names:
         found = get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", name)
         assert not found["metadata"].get("finalizers")  # nothing holds a mirror or its namespace
-
-
-# --- the audit CronJob ------------------------------------------------------------------------
-
-
-@pytest.mark.spark
-def test_the_audit_cronjob_runs_its_job_and_the_result_reaches_the_status(
-    node_stack: NodeStack,
-    node_kc: Kubectl,
-) -> None:
-    p = unique()
-    topic = f"{p}.audited"
-    create_topics(node_stack.kafka_a.bootstrap_servers, [topic], partitions=2)
-    produce(node_stack.kafka_a.bootstrap_servers, topic, records(200, partitions=2))
-    plain = {"bootstrapServers": node_stack.kafka_a.bootstrap_servers}
-    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
-    apply(
-        node_stack.api,
-        mirror("m", node_stack.namespace, plain, target, audit={"spark": {"master": "local[2]"}}),
-    )
-    apply(node_stack.api, selection("team", node_stack.namespace, "m", [re.escape(topic)]))
-    wait_for(
-        lambda: (
-            status_of(node_stack.api, node_stack.namespace, "m").get("activeTopics") == [topic]
-            and status_of(node_stack.api, node_stack.namespace, "m").get("totalLag") == 0
-        ),
-        90,
-        "the topic mirrored with no lag",
-    )
-
-    succeeded, log = node_stack.pods.run_cronjob("m-audit")
-    assert succeeded, log[-3000:]
-    audit = status_of(node_stack.api, node_stack.namespace, "m")["lastAudit"]
-    assert (audit["result"], audit["recordsChecked"], audit["missing"]) == ("Passed", 200, 0)
-    node_kc("wait", "--for=condition=AuditPassed", "kafkamirror/m", "--timeout=30s")
-    # The operator's status ticks leave the audit's summary alone.
-    time.sleep(STATUS_TICKS)
-    assert status_of(node_stack.api, node_stack.namespace, "m")["lastAudit"] == audit

@@ -15,8 +15,8 @@ from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror_dev.clients import DetachedAdmin
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
-    StartWorker,
     group_offsets,
     read_partition,
     wait_until_mirrored,
@@ -37,34 +37,34 @@ def copies(kafka_b: LocalKafka, remote: str, partition: int) -> Counter[int]:
 
 
 def test_a_mirror_whose_source_group_expired_resumes_after_its_last_copies(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     topic = unique("expired")
     remote = f"{topic}.A"
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=2)
     written = records(1000, partitions=2)
-    produce(kafka_a.bootstrap_servers, topic, written[:600])  # 300 a partition
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
+    produce(stack.kafka_a.bootstrap_servers, topic, written[:600])  # 300 a partition
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
     group = worker_group(config)
-    before = start_worker(config, name="before")
-    wait_until_mirrored(kafka_a, config, topic)
+    before = stack.start_worker(config, name="before")
+    wait_until_mirrored(stack.kafka_a, config, topic)
     before.stop()
     # While the mirror stands stopped, its group's offsets expire on A, 400 more records come,
     # and A's retention removes 50 of them before anything mirrored them.
-    with DetachedAdmin(kafka_a.bootstrap_servers) as admin:
+    with DetachedAdmin(stack.kafka_a.bootstrap_servers) as admin:
         admin.client.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
-    assert group_offsets(kafka_a, group) == {}
-    produce(kafka_a.bootstrap_servers, topic, written[600:])  # offsets 300-499 a partition
-    with DetachedAdmin(kafka_a.bootstrap_servers) as admin:
+    assert group_offsets(stack.kafka_a, group) == {}
+    produce(stack.kafka_a.bootstrap_servers, topic, written[600:])  # offsets 300-499 a partition
+    with DetachedAdmin(stack.kafka_a.bootstrap_servers) as admin:
         deleted = admin.client.delete_records([TopicPartition(topic, 0, 350)], request_timeout=30)
         next(iter(deleted.values())).result(timeout=30)
 
-    after = start_worker(config, name="after")
-    wait_until_mirrored(kafka_a, config, topic)
+    after = stack.start_worker(config, name="after")
+    wait_until_mirrored(stack.kafka_a, config, topic)
     # Every record once: nothing copied again from the log start (partition 1 still has its
     # first 300 on A), nothing skipped but what retention took before it was mirrored.
-    assert copies(kafka_b, remote, 1) == Counter(range(500))
-    assert copies(kafka_b, remote, 0) == Counter([*range(300), *range(350, 500)])
+    assert copies(stack.kafka_b, remote, 1) == Counter(range(500))
+    assert copies(stack.kafka_b, remote, 0) == Counter([*range(300), *range(350, 500)])
     metrics = after.get("/metrics") or ""
     lost = f'kafka_mirror_records_lost_to_retention_total{{partition="0",topic="{topic}"}} 50.0'
     assert lost in metrics, [m for m in metrics.splitlines() if "lost_to_retention" in m]

@@ -15,10 +15,10 @@ from kubernetes import client
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.controller.handlers import FINALIZER
 from kafka_mirror.kube import apply
-from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.kafka import create_topics, produce, records
 from tests.helpers.objects import condition, exists, get_custom, mirror, selection, status_of
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
@@ -41,15 +41,14 @@ def scraped(operator: OperatorProcess) -> str:
 def test_one_loop_keeps_thirty_statuses_fresh_and_drops_a_deleted_mirror(
     kube_api: client.ApiClient,
     namespace: str,
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
+    stack: MirrorStack,
     operator: OperatorProcess,
 ) -> None:
     topic = f"loop-{uuid.uuid4().hex[:8]}"
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
-    produce(kafka_a.bootstrap_servers, topic, records(10, partitions=2))
-    source = {"bootstrapServers": kafka_a.bootstrap_servers}
-    target = {"bootstrapServers": kafka_b.bootstrap_servers}
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(10, partitions=2))
+    source = {"bootstrapServers": stack.kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": stack.kafka_b.bootstrap_servers}
     names = [f"m{i}" for i in range(MIRRORS)]
     for name in names:
         apply(kube_api, mirror(name, namespace, source, target))
@@ -62,7 +61,7 @@ def test_one_loop_keeps_thirty_statuses_fresh_and_drops_a_deleted_mirror(
     assert "finalizers" not in get_custom(kube_api, namespace, "kafkamirrors", "m0")["metadata"]
 
     # Fresh: the status interval is 2 s; a batch shows in every status within a few.
-    produce(kafka_a.bootstrap_servers, topic, records(5, partitions=2))
+    produce(stack.kafka_a.bootstrap_servers, topic, records(5, partitions=2))
     wait_for(
         lambda: set(lags(kube_api, namespace).values()) == {15},
         30,
@@ -88,7 +87,7 @@ def test_one_loop_keeps_thirty_statuses_fresh_and_drops_a_deleted_mirror(
         30,
         "the orphaned selection to say its mirror is missing",
     )
-    produce(kafka_a.bootstrap_servers, topic, records(5, partitions=2))
+    produce(stack.kafka_a.bootstrap_servers, topic, records(5, partitions=2))
     wait_for(
         lambda: set(lags(kube_api, namespace).values()) == {20},
         30,

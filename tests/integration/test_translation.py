@@ -19,8 +19,8 @@ from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.failover import Resumed, newest_checkpoints, resumed, source_offsets
 from tests.helpers.kafka import create_topics, end_offsets, produce, records, unique
 from tests.helpers.mirror_client import translate_groups
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
-    StartWorker,
     commit_group,
     group_offsets,
     read_partition,
@@ -63,20 +63,18 @@ class Failover:
 
 
 def test_a_failed_over_group_rereads_nothing_it_had_committed(
-    kafka_a: LocalKafka,
-    kafka_b: LocalKafka,
-    start_worker: StartWorker,
+    stack: MirrorStack,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     topic = unique("ledger")
     remote = f"{topic}.A"
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=PARTITIONS)
-    produce(kafka_a.bootstrap_servers, topic, records(RECORDS, partitions=PARTITIONS))
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=PARTITIONS)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(RECORDS, partitions=PARTITIONS))
     stops: list[Stop] = []
 
     def stop(phase: str, name: str, positions: dict[int, int]) -> None:
         group = unique(f"{phase}-{name.replace(' ', '-')}-")
-        commit_group(kafka_a, group, topic, positions)
+        commit_group(stack.kafka_a, group, topic, positions)
         stops.append(Stop(phase, name, group, positions))
 
     def everywhere(position: int) -> dict[int, int]:
@@ -87,35 +85,35 @@ def test_a_failed_over_group_rereads_nothing_it_had_committed(
     stop("before", "middle", everywhere(MIDDLE))
     stop("before", "end", everywhere(PER_PARTITION))
     stop("before", "mixed", {0: 0, 1: 12_345, 2: MIDDLE + 1, 3: PER_PARTITION - 1})
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    worker = start_worker(config)
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
+    worker = stack.start_worker(config)
 
     # While it catches up with the 200,000 records (it commits every second).
     mirrored: list[int] = []
 
     def under_way() -> bool:
-        mirrored[:] = [sum(group_offsets(kafka_a, worker_group(config)).values())]
+        mirrored[:] = [sum(group_offsets(stack.kafka_a, worker_group(config)).values())]
         return mirrored[0] > 0
 
     wait_for(under_way, 60, "the worker to commit its first records", every=0.05)
     stop("catch-up", "middle", {p: MIDDLE + 1_000 * p for p in range(PARTITIONS)})
     stop("catch-up", "end", everywhere(PER_PARTITION))
-    wait_until_mirrored(kafka_a, config, topic)
+    wait_until_mirrored(stack.kafka_a, config, topic)
 
     # While it mirrors a steady flow: near the live end, and some way behind it.
-    flow = threading.Thread(target=produce_steadily, args=(kafka_a, topic), daemon=True)
+    flow = threading.Thread(target=produce_steadily, args=(stack.kafka_a, topic), daemon=True)
     flow.start()
     wait_for(
-        lambda: sum(end_offsets(kafka_a.bootstrap_servers, topic).values()) > RECORDS + 8_000,
+        lambda: sum(end_offsets(stack.kafka_a.bootstrap_servers, topic).values()) > RECORDS + 8_000,
         60,
         "the steady flow to be under way",
     )
-    ends = end_offsets(kafka_a.bootstrap_servers, topic)
+    ends = end_offsets(stack.kafka_a.bootstrap_servers, topic)
     stop("steady", "end", ends)
     stop("steady", "near end", {p: end - 37 for p, end in ends.items()})
     stop("steady", "behind", {p: end - 20_000 for p, end in ends.items()})
     flow.join(timeout=120)
-    wait_until_mirrored(kafka_a, config, topic)
+    wait_until_mirrored(stack.kafka_a, config, topic)
 
     translations = "kafka_mirror_checkpoint_translations_total"
     try:
@@ -130,14 +128,14 @@ def test_a_failed_over_group_rereads_nothing_it_had_committed(
             "the Checkpointer its target_reader (a ProvenanceReader) yet, so checkpoints use "
             "MirrorMaker 2's rule alone (and groups older than the first sync get none)"
         )
-    checkpoints = settled_checkpoints(kafka_b, remote, stops)
-    translated = translate_groups(kafka_b, [s.group for s in stops])
+    checkpoints = settled_checkpoints(stack.kafka_b, remote, stops)
+    translated = translate_groups(stack.kafka_b, [s.group for s in stops])
     for s in stops:
         for p in s.positions:
             # MirrorMaker 2's client reads exactly what we wrote.
             assert translated[s.group].get((remote, p)) == checkpoints[(s.group, p)], (s, p)
 
-    failovers = fail_over(kafka_a, kafka_b, topic, stops, translated)
+    failovers = fail_over(stack.kafka_a, stack.kafka_b, topic, stops, translated)
     with capsys.disabled():
         print(f"\n(the catch-up groups stopped with {mirrored[0]:,} of {RECORDS:,} mirrored)")
         print(table(failovers))

@@ -29,8 +29,8 @@ from tests.helpers.kafka import (
 )
 from tests.helpers.kafka import end_offsets as kafka_end_offsets
 from tests.helpers.mirror_client import translate_with_mirror_client
+from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
-    StartWorker,
     commit_group,
     group_offsets,
     read_partition,
@@ -67,21 +67,21 @@ def without_provenance(record: Record) -> tuple[Any, ...]:
 # --- selection and record fidelity ---------------------------------------------------------
 
 
-def test_selected_topics_mirror_every_record_field_and_nothing_else(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
-) -> None:
+def test_selected_topics_mirror_every_record_field_and_nothing_else(stack: MirrorStack) -> None:
     p = unique()
     selected, excluded, cyclic = f"{p}.orders", f"{p}.scratch", f"{p}.orders.B"
     internal, unselected = f"{p}.state-internal", f"other{p}"
-    create_topics(kafka_a.bootstrap_servers, [selected], partitions=3)
-    create_topics(kafka_a.bootstrap_servers, [excluded, cyclic, internal, unselected])
+    create_topics(stack.kafka_a.bootstrap_servers, [selected], partitions=3)
+    create_topics(stack.kafka_a.bootstrap_servers, [excluded, cyclic, internal, unselected])
     sent = records(300, partitions=3)
-    produce(kafka_a.bootstrap_servers, selected, sent)
+    produce(stack.kafka_a.bootstrap_servers, selected, sent)
     for topic in (excluded, cyclic, internal, unselected):
-        produce(kafka_a.bootstrap_servers, topic, records(5, partitions=1))
+        produce(stack.kafka_a.bootstrap_servers, topic, records(5, partitions=1))
 
-    worker = start_worker(worker_config(kafka_a, kafka_b, [f"{re.escape(p)}.*"], [".*\\.scratch"]))
-    received = consume(kafka_b.bootstrap_servers, f"{selected}.A", len(sent))
+    worker = stack.start_worker(
+        worker_config(stack.kafka_a, stack.kafka_b, [f"{re.escape(p)}.*"], [".*\\.scratch"])
+    )
+    received = consume(stack.kafka_b.bootstrap_servers, f"{selected}.A", len(sent))
 
     assert sorted(map(without_provenance, received)) == sorted(map(without_provenance, sent))
     by_value = {r.value: r for r in sent}
@@ -89,57 +89,53 @@ def test_selected_topics_mirror_every_record_field_and_nothing_else(
         origin = upstream_of(record)
         assert origin.alias == "A" and origin.partition == record.partition
         assert by_value[record.value].partition == origin.partition
-    on_b = topics_on(kafka_b)
+    on_b = topics_on(stack.kafka_b)
     assert f"{selected}.A" in on_b
     assert not {f"{t}.A" for t in (excluded, cyclic, internal, unselected)} & on_b
     assert worker.metric("kafka_mirror_skipped_topic", topic=cyclic) == 1
     assert worker.metric("kafka_mirror_active_topic", topic=selected) == 1
-    assert end_offsets(kafka_b, f"{selected}.A") == end_offsets(kafka_a, selected)
+    assert end_offsets(stack.kafka_b, f"{selected}.A") == end_offsets(stack.kafka_a, selected)
 
 
-def test_remote_topics_copy_partitions_and_configs_and_grow(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
-) -> None:
+def test_remote_topics_copy_partitions_and_configs_and_grow(stack: MirrorStack) -> None:
     topic = unique("cfg")
     create_topics(
-        kafka_a.bootstrap_servers,
+        stack.kafka_a.bootstrap_servers,
         [topic],
         partitions=2,
         config={"retention.ms": "7200000", "min.insync.replicas": "1", "cleanup.policy": "compact"},
     )
-    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
-    wait_for(lambda: f"{topic}.A" in topics_on(kafka_b), 20, "the remote topic")
+    stack.start_worker(worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)]))
+    wait_for(lambda: f"{topic}.A" in topics_on(stack.kafka_b), 20, "the remote topic")
     from confluent_kafka.admin import ConfigResource, NewPartitions
 
-    target = admin_for(kafka_b.bootstrap_servers)
+    target = admin_for(stack.kafka_b.bootstrap_servers)
     resource = ConfigResource(ConfigResource.Type.TOPIC, f"{topic}.A")
     configs = target.describe_configs([resource])[resource].result(timeout=10)
     assert configs["retention.ms"].value == "7200000"
     assert configs["cleanup.policy"].value == "compact"
     assert configs["min.insync.replicas"].source != 1  # MirrorMaker 2 leaves this to the target
-    source = admin_for(kafka_a.bootstrap_servers)
+    source = admin_for(stack.kafka_a.bootstrap_servers)
     source.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=10)
-    wait_for(lambda: len(end_offsets(kafka_b, f"{topic}.A")) == 4, 30, "partitions to grow")
-    produce(kafka_a.bootstrap_servers, topic, records(40, partitions=4))
-    received = consume(kafka_b.bootstrap_servers, f"{topic}.A", 40)
+    wait_for(lambda: len(end_offsets(stack.kafka_b, f"{topic}.A")) == 4, 30, "partitions to grow")
+    produce(stack.kafka_a.bootstrap_servers, topic, records(40, partitions=4))
+    received = consume(stack.kafka_b.bootstrap_servers, f"{topic}.A", 40)
     assert {r.partition for r in received} == {0, 1, 2, 3}
 
 
-def test_new_topics_and_selection_changes_apply_live(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
-) -> None:
+def test_new_topics_and_selection_changes_apply_live(stack: MirrorStack) -> None:
     p = unique()
     first, late = f"{p}.first", f"{p}.late"
-    create_topics(kafka_a.bootstrap_servers, [first])
-    produce(kafka_a.bootstrap_servers, first, records(50, partitions=1))
-    config = worker_config(kafka_a, kafka_b, [f"{re.escape(p)}\\..*"])
-    worker = start_worker(config)
-    consume(kafka_b.bootstrap_servers, f"{first}.A", 50)
+    create_topics(stack.kafka_a.bootstrap_servers, [first])
+    produce(stack.kafka_a.bootstrap_servers, first, records(50, partitions=1))
+    config = worker_config(stack.kafka_a, stack.kafka_b, [f"{re.escape(p)}\\..*"])
+    worker = stack.start_worker(config)
+    consume(stack.kafka_b.bootstrap_servers, f"{first}.A", 50)
 
-    create_topics(kafka_a.bootstrap_servers, [late])
-    produce(kafka_a.bootstrap_servers, late, records(20, partitions=1))
+    create_topics(stack.kafka_a.bootstrap_servers, [late])
+    produce(stack.kafka_a.bootstrap_servers, late, records(20, partitions=1))
     # Picked up by the next topic refresh (every 10 s) with nobody acting: a generous bound.
-    consume(kafka_b.bootstrap_servers, f"{late}.A", 20, timeout=30)
+    consume(stack.kafka_b.bootstrap_servers, f"{late}.A", 20, timeout=30)
 
     # Replace the selection: only `late` now; `first` stops, without a restart.
     pid = worker.process.pid if worker.process else None
@@ -149,18 +145,18 @@ def test_new_topics_and_selection_changes_apply_live(
         20,
         "the old topic to stop",
     )
-    produce(kafka_a.bootstrap_servers, first, records(10, partitions=1))
-    produce(kafka_a.bootstrap_servers, late, records(10, partitions=1))
-    consume(kafka_b.bootstrap_servers, f"{late}.A", 30)
+    produce(stack.kafka_a.bootstrap_servers, first, records(10, partitions=1))
+    produce(stack.kafka_a.bootstrap_servers, late, records(10, partitions=1))
+    consume(stack.kafka_b.bootstrap_servers, f"{late}.A", 30)
     time.sleep(3)
-    assert sum(end_offsets(kafka_b, f"{first}.A").values()) == 50
+    assert sum(end_offsets(stack.kafka_b, f"{first}.A").values()) == 50
     assert worker.process is not None and worker.process.pid == pid and worker.running()
     assert "applying the new selections live" in worker.log()
 
     # SIGTERM: finish in-flight records, commit, leave the group, exit 0.
     assert worker.stop() == 0
-    committed = group_offsets(kafka_a, worker_group(config))
-    assert committed[(late, 0)] == end_offsets(kafka_a, late)[0]
+    committed = group_offsets(stack.kafka_a, worker_group(config))
+    assert committed[(late, 0)] == end_offsets(stack.kafka_a, late)[0]
     assert "leaving the group" in worker.log()
 
 
@@ -181,16 +177,16 @@ def provenances(cluster: LocalKafka, topic: str) -> list[list[Provenance]]:
 
 
 def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     """A ↔ B, `t` mirrored as `t` both ways; an application on A derives a record from each of
     B's records mirrored into A's `t` and writes it to A's `u`, headers copied. Each side's
     records reach the other once; the derived records reach B's `u`; nothing goes back."""
-    pair = start_identity_pair(kafka_a, kafka_b, start_worker, partitions=2)
+    pair = start_identity_pair(stack.kafka_a, stack.kafka_b, stack.start_worker, partitions=2)
     t, u = pair.topic, pair.derived
-    produce(kafka_a.bootstrap_servers, t, records(100, partitions=2))
-    produce(kafka_b.bootstrap_servers, t, records(150, partitions=2))
-    app = DerivingApp(kafka_a.bootstrap_servers, t, u, expected=150)
+    produce(stack.kafka_a.bootstrap_servers, t, records(100, partitions=2))
+    produce(stack.kafka_b.bootstrap_servers, t, records(150, partitions=2))
+    app = DerivingApp(stack.kafka_a.bootstrap_servers, t, u, expected=150)
     app.start()
     assert app.finish(timeout=120) == 150
     pair.wait_until_settled(120)
@@ -198,42 +194,49 @@ def test_identity_both_ways_mirrors_derived_records_and_sends_nothing_back(
     def count(cluster: LocalKafka, topic: str) -> int:
         return sum(end_offsets(cluster, topic).values())
 
-    assert (count(kafka_a, t), count(kafka_b, t)) == (250, 250)  # each record once, no echo
-    assert (count(kafka_a, u), count(kafka_b, u)) == (150, 150)  # none of B's copies came back
+    assert (count(stack.kafka_a, t), count(stack.kafka_b, t)) == (
+        250,
+        250,
+    )  # each record once, no echo
+    assert (count(stack.kafka_a, u), count(stack.kafka_b, u)) == (
+        150,
+        150,
+    )  # none of B's copies came back
     a_t, b_t, a_u, b_u = (
-        topic_id(c, n) for c, n in ((kafka_a, t), (kafka_b, t), (kafka_a, u), (kafka_b, u))
+        topic_id(c, n)
+        for c, n in ((stack.kafka_a, t), (stack.kafka_b, t), (stack.kafka_a, u), (stack.kafka_b, u))
     )
-    on_b = sorted((p.alias, p.topic_id) for hops in provenances(kafka_b, t) for p in hops)
+    on_b = sorted((p.alias, p.topic_id) for hops in provenances(stack.kafka_b, t) for p in hops)
     assert on_b == [("A", a_t)] * 100  # B's own records carry no header
     # On B's `u`: the hop copied from the record it was derived from, then A → B's own.
-    assert {tuple((p.alias, p.topic_id) for p in hops) for hops in provenances(kafka_b, u)} == {
-        (("B", b_t), ("A", a_u))
-    }
+    assert {
+        tuple((p.alias, p.topic_id) for p in hops) for hops in provenances(stack.kafka_b, u)
+    } == {(("B", b_t), ("A", a_u))}
     assert b_u is not None and b_u != b_t
     assert all(worker.running() for worker in pair.workers)
 
 
-def test_a_topic_created_again_on_the_source_is_named_by_its_new_id(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
-) -> None:
+def test_a_topic_created_again_on_the_source_is_named_by_its_new_id(stack: MirrorStack) -> None:
     topic = unique("again")
-    create_topics(kafka_a.bootstrap_servers, [topic])
-    produce(kafka_a.bootstrap_servers, topic, records(10, partitions=1))
-    worker = start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
-    first = topic_id(kafka_a, topic)
-    consume(kafka_b.bootstrap_servers, f"{topic}.A", 10)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic])
+    produce(stack.kafka_a.bootstrap_servers, topic, records(10, partitions=1))
+    worker = stack.start_worker(worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)]))
+    first = topic_id(stack.kafka_a, topic)
+    consume(stack.kafka_b.bootstrap_servers, f"{topic}.A", 10)
 
-    admin_for(kafka_a.bootstrap_servers).delete_topics([topic])[topic].result(timeout=10)
+    admin_for(stack.kafka_a.bootstrap_servers).delete_topics([topic])[topic].result(timeout=10)
     wait_for(
         lambda: worker.metric("kafka_mirror_active_topic", topic=topic) == 0,
         30,
         "the worker to stop mirroring the deleted topic",
     )
-    create_topics(kafka_a.bootstrap_servers, [topic])
-    produce(kafka_a.bootstrap_servers, topic, records(5, partitions=1))
-    second = topic_id(kafka_a, topic)
-    wait_for(lambda: sum(end_offsets(kafka_b, f"{topic}.A").values()) == 15, 60, "the new records")
-    ids = [hops[-1].topic_id for hops in provenances(kafka_b, f"{topic}.A")]
+    create_topics(stack.kafka_a.bootstrap_servers, [topic])
+    produce(stack.kafka_a.bootstrap_servers, topic, records(5, partitions=1))
+    second = topic_id(stack.kafka_a, topic)
+    wait_for(
+        lambda: sum(end_offsets(stack.kafka_b, f"{topic}.A").values()) == 15, 60, "the new records"
+    )
+    ids = [hops[-1].topic_id for hops in provenances(stack.kafka_b, f"{topic}.A")]
     assert first is not None and second is not None and first != second
     assert ids == [first] * 10 + [second] * 5  # a topic re-created appends to its remote topic
     assert worker.running()
@@ -243,62 +246,63 @@ def test_a_topic_created_again_on_the_source_is_named_by_its_new_id(
 
 
 def test_checkpoints_work_with_mirror_client_and_failover_skips_nothing(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     topic, group = unique("pay"), unique("billing")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
-    produce(kafka_a.bootstrap_servers, topic, records(1000, partitions=2))
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=2)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(1000, partitions=2))
     committed = {0: 333, 1: 250}  # where the group stands on A when A is lost
-    commit_group(kafka_a, group, topic, committed)
-    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
-    consume(kafka_b.bootstrap_servers, f"{topic}.A", 1000)
+    commit_group(stack.kafka_a, group, topic, committed)
+    stack.start_worker(worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)]))
+    consume(stack.kafka_b.bootstrap_servers, f"{topic}.A", 1000)
 
     translated: dict[tuple[str, int], int] = {}
 
     def both_partitions() -> bool:
-        translated.update(translate_with_mirror_client(kafka_b, group))
+        translated.update(translate_with_mirror_client(stack.kafka_b, group))
         return len(translated) == 2
 
     wait_for(both_partitions, 60, "checkpoints for both partitions", every=2)
     assert set(translated) == {(f"{topic}.A", 0), (f"{topic}.A", 1)}
 
     # Fail over: the group resumes on B at the translated offsets and reads to the end.
-    ends = end_offsets(kafka_a, topic)
+    ends = end_offsets(stack.kafka_a, topic)
     for partition, position in committed.items():
         start = translated[(f"{topic}.A", partition)]
         seen = [
-            upstream_of(r).offset for r in read_partition(kafka_b, f"{topic}.A", partition, start)
+            upstream_of(r).offset
+            for r in read_partition(stack.kafka_b, f"{topic}.A", partition, start)
         ]
         missing = set(range(position, ends[partition])) - set(seen)
         assert not missing, (
             f"failover from {start} would skip {sorted(missing)[:10]}…; on B: "
-            f"{end_offsets(kafka_b, f'{topic}.A')}, read {len(seen)} from {seen[:5]}"
+            f"{end_offsets(stack.kafka_b, f'{topic}.A')}, read {len(seen)} from {seen[:5]}"
         )
         reread = position - min(seen)
         assert 0 <= reread <= 100  # at most offsetSyncs.maxLag records read again
 
 
 def test_a_group_on_partitions_without_copies_gets_checkpoints_mirror_client_reads(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     """What a Java consumer commits on a topic with an empty partition, and a position past an
     aborted transaction: neither has a mirrored record (no offset sync), and each still gets a
     checkpoint naming where the group resumes on B, or a promote would wait for ever."""
     topic, group = unique("idle"), unique("java-app")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=3)
-    produce(kafka_a.bootstrap_servers, topic, records(200, partitions=1))  # partition 0 only
-    open_transaction(kafka_a.bootstrap_servers, topic, 2, 5).abort_transaction(30)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=3)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(200, partitions=1))  # partition 0 only
+    open_transaction(stack.kafka_a.bootstrap_servers, topic, 2, 5).abort_transaction(30)
     past_abort = 6  # past the 5 records and the abort marker, written after the abort returns
-    wait_for(lambda: end_offsets(kafka_a, topic)[2] == past_abort, 30, "the abort marker")
-    commit_group(kafka_a, group, topic, {0: 120, 1: 0, 2: past_abort})
-    start_worker(worker_config(kafka_a, kafka_b, [re.escape(topic)]))
+    wait_for(lambda: end_offsets(stack.kafka_a, topic)[2] == past_abort, 30, "the abort marker")
+    commit_group(stack.kafka_a, group, topic, {0: 120, 1: 0, 2: past_abort})
+    stack.start_worker(worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)]))
     remote = f"{topic}.A"
-    consume(kafka_b.bootstrap_servers, remote, 200)
+    consume(stack.kafka_b.bootstrap_servers, remote, 200)
 
     translated: dict[tuple[str, int], int] = {}
 
     def all_partitions() -> bool:
-        translated.update(translate_with_mirror_client(kafka_b, group))
+        translated.update(translate_with_mirror_client(stack.kafka_b, group))
         return len(translated) == 3
 
     wait_for(
@@ -309,32 +313,32 @@ def test_a_group_on_partitions_without_copies_gets_checkpoints_mirror_client_rea
     )
     # Nothing on B for partitions 1 and 2: the group starts at their (empty) beginning there.
     assert translated == {(remote, 0): 120, (remote, 1): 0, (remote, 2): 0}
-    assert end_offsets(kafka_b, remote) == {0: 200, 1: 0, 2: 0}
+    assert end_offsets(stack.kafka_b, remote) == {0: 200, 1: 0, 2: 0}
 
 
 def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     topic, group = unique("sync"), unique("app")
     remote = f"{topic}.A"
-    create_topics(kafka_a.bootstrap_servers, [topic])
-    produce(kafka_a.bootstrap_servers, topic, records(1000, partitions=1))
-    commit_group(kafka_a, group, topic, {0: 500})
+    create_topics(stack.kafka_a.bootstrap_servers, [topic])
+    produce(stack.kafka_a.bootstrap_servers, topic, records(1000, partitions=1))
+    commit_group(stack.kafka_a, group, topic, {0: 500})
     config = worker_config(
-        kafka_a,
-        kafka_b,
+        stack.kafka_a,
+        stack.kafka_b,
         [re.escape(topic)],
         checkpoints={"intervalSeconds": 1, "syncGroupOffsets": True},
     )
-    start_worker(config)
-    wait_for(lambda: (remote, 0) in group_offsets(kafka_b, group), 60, "group offsets on B")
-    first = group_offsets(kafka_b, group)[(remote, 0)]
+    stack.start_worker(config)
+    wait_for(lambda: (remote, 0) in group_offsets(stack.kafka_b, group), 60, "group offsets on B")
+    first = group_offsets(stack.kafka_b, group)[(remote, 0)]
     assert 400 < first <= 500  # never past the record the group had not yet processed
 
     # The group becomes active on B: its own offsets must not be overwritten.
     active = Consumer(
         {
-            "bootstrap.servers": kafka_b.bootstrap_servers,
+            "bootstrap.servers": stack.kafka_b.bootstrap_servers,
             "group.id": group,
             "enable.auto.commit": False,
             "session.timeout.ms": 6000,
@@ -349,19 +353,21 @@ def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
         active.subscribe([remote])
         # librdkafka heartbeats in the background: once assigned, it stays a member.
         wait_for(joined, 30, "the B consumer to join")
-        commit_group(kafka_a, group, topic, {0: 900})
+        commit_group(stack.kafka_a, group, topic, {0: 900})
         time.sleep(6)
-        assert group_offsets(kafka_b, group)[(remote, 0)] == first
+        assert group_offsets(stack.kafka_b, group)[(remote, 0)] == first
     finally:
         active.close()
 
     # Idle again: the newer position is synced.
-    wait_for(lambda: group_offsets(kafka_b, group)[(remote, 0)] > 800, 30, "the sync to resume")
-    synced = group_offsets(kafka_b, group)[(remote, 0)]
+    wait_for(
+        lambda: group_offsets(stack.kafka_b, group)[(remote, 0)] > 800, 30, "the sync to resume"
+    )
+    synced = group_offsets(stack.kafka_b, group)[(remote, 0)]
     # The group rewinds on A: B does not move backwards.
-    commit_group(kafka_a, group, topic, {0: 100})
+    commit_group(stack.kafka_a, group, topic, {0: 100})
     time.sleep(5)
-    assert group_offsets(kafka_b, group)[(remote, 0)] == synced
+    assert group_offsets(stack.kafka_b, group)[(remote, 0)] == synced
 
 
 # --- failures ------------------------------------------------------------------------------
@@ -370,14 +376,12 @@ def test_group_offsets_sync_to_b_only_while_idle_there_and_never_backwards(
 # --- bad input ------------------------------------------------------------------------------
 
 
-def test_unreachable_source_is_reported_and_the_worker_keeps_running(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
-) -> None:
+def test_unreachable_source_is_reported_and_the_worker_keeps_running(stack: MirrorStack) -> None:
     from kafka_mirror_dev.processes import free_port
 
-    config = worker_config(kafka_a, kafka_b, [".*"])
+    config = worker_config(stack.kafka_a, stack.kafka_b, [".*"])
     config["source"] = {"alias": "A", "bootstrapServers": f"127.0.0.1:{free_port()}"}
-    worker = start_worker(config)
+    worker = stack.start_worker(config)
     wait_for(
         lambda: worker.metric("kafka_mirror_errors_total", kind="topics") > 0,
         60,
@@ -390,20 +394,18 @@ def test_unreachable_source_is_reported_and_the_worker_keeps_running(
     assert worker.running()
 
 
-def test_wrong_credentials_are_reported_and_never_logged(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
-) -> None:
-    config = worker_config(kafka_a, kafka_b, [".*"])
+def test_wrong_credentials_are_reported_and_never_logged(stack: MirrorStack) -> None:
+    config = worker_config(stack.kafka_a, stack.kafka_b, [".*"])
     config["source"] = {
         "alias": "A",
-        "bootstrapServers": kafka_a.sasl_bootstrap_servers,
+        "bootstrapServers": stack.kafka_a.sasl_bootstrap_servers,
         "sasl": {
             "mechanism": SCRAM_MECHANISM,
             "username": SCRAM_USER,
             "passwordEnv": "SOURCE_SASL_PASSWORD",
         },
     }
-    worker = start_worker(config, env={"SOURCE_SASL_PASSWORD": "not-the-password-7f3a"})
+    worker = stack.start_worker(config, env={"SOURCE_SASL_PASSWORD": "not-the-password-7f3a"})
     wait_for(
         lambda: worker.metric("kafka_mirror_errors_total", kind="authentication") > 0,
         60,
@@ -415,17 +417,17 @@ def test_wrong_credentials_are_reported_and_never_logged(
 
 
 def test_invalid_patterns_and_oversize_names_are_reported_and_the_rest_mirrors(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     p = unique()
     good, too_long = f"{p}.good", f"{p}." + "x" * (247 - len(p))
     assert len(too_long) == 248
-    create_topics(kafka_a.bootstrap_servers, [good, too_long])
-    produce(kafka_a.bootstrap_servers, good, records(10, partitions=1))
-    config = worker_config(kafka_a, kafka_b, [f"{re.escape(p)}\\..*"])
+    create_topics(stack.kafka_a.bootstrap_servers, [good, too_long])
+    produce(stack.kafka_a.bootstrap_servers, good, records(10, partitions=1))
+    config = worker_config(stack.kafka_a, stack.kafka_b, [f"{re.escape(p)}\\..*"])
     config["selections"].append({"name": "broken", "includes": ["[unclosed"]})
-    worker = start_worker(config)
-    consume(kafka_b.bootstrap_servers, f"{good}.A", 10)
+    worker = stack.start_worker(config)
+    consume(stack.kafka_b.bootstrap_servers, f"{good}.A", 10)
     assert worker.metric("kafka_mirror_invalid_patterns") == 1
     assert "selection broken: invalid regular expression '[unclosed'" in worker.log()
     assert worker.metric("kafka_mirror_skipped_topic", topic=too_long) == 1
@@ -436,21 +438,21 @@ def test_invalid_patterns_and_oversize_names_are_reported_and_the_rest_mirrors(
 
 
 def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_once(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     topic = unique("multi")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=6)
-    produce(kafka_a.bootstrap_servers, topic, records(30_000, partitions=6))
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)], processes=3)
-    worker = start_worker(config)
-    wait_until_mirrored(kafka_a, config, topic)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=6)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(30_000, partitions=6))
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)], processes=3)
+    worker = stack.start_worker(config)
+    wait_until_mirrored(stack.kafka_a, config, topic)
 
     report = check_content(
-        kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
+        stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
     )
     assert report.lossless and report.duplicates == 0, report
     group = worker_group(config)
-    described = admin_for(kafka_a.bootstrap_servers).describe_consumer_groups([group])[group]
+    described = admin_for(stack.kafka_a.bootstrap_servers).describe_consumer_groups([group])[group]
     members = described.result(timeout=10).members
     assert len(members) == 3 and all(m.assignment.topic_partitions for m in members), members
     # The pod's one endpoint speaks for the three: counts add up, health covers each.
@@ -467,24 +469,24 @@ def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_
 
 
 def test_a_backlog_drains_through_a_long_lingering_producer_and_every_record_arrives_once(
-    kafka_a: LocalKafka, kafka_b: LocalKafka, start_worker: StartWorker
+    stack: MirrorStack,
 ) -> None:
     """`linger.py`: the producer is renewed with a long linger while the worker drains a
     backlog, and with the short one once it has caught up; each renewal only after the old
     producer had every record acknowledged."""
     topic = unique("backlog")
-    create_topics(kafka_a.bootstrap_servers, [topic], partitions=8)
-    produce(kafka_a.bootstrap_servers, topic, records(600_000, partitions=8))
-    config = worker_config(kafka_a, kafka_b, [re.escape(topic)])
-    worker = start_worker(config)
-    wait_until_mirrored(kafka_a, config, topic, timeout=300)
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=8)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(600_000, partitions=8))
+    config = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)])
+    worker = stack.start_worker(config)
+    wait_until_mirrored(stack.kafka_a, config, topic, timeout=300)
     assert "draining a backlog: the producer lingers 100 ms" in worker.log()
     wait_for(lambda: "caught up: the producer lingers 5 ms" in worker.log(), 30, "caught up")
 
-    produce(kafka_a.bootstrap_servers, topic, records(100, partitions=8))
-    wait_until_mirrored(kafka_a, config, topic)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(100, partitions=8))
+    wait_until_mirrored(stack.kafka_a, config, topic)
     report = check_content(
-        kafka_a.bootstrap_servers, kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
+        stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers, {topic: f"{topic}.A"}
     )
     assert report.lossless and report.duplicates == 0, report
     assert report.source_records == report.target_records == 600_100, report

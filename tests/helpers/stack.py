@@ -1,0 +1,30 @@
+"""The stack most integration tests start from: Kafka clusters A and B, the worker launcher and
+Spark for the audit, as one fixture (`stack` in tests/conftest.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from pyspark.sql import SparkSession
+
+from kafka_mirror_dev.kafka import LocalKafka
+from tests.helpers.worker import StartWorker
+
+
+@dataclass(frozen=True)
+class MirrorStack:
+    kafka_a: LocalKafka
+    kafka_b: LocalKafka
+    start_worker: StartWorker
+    request: pytest.FixtureRequest
+
+    @property
+    def spark(self) -> SparkSession:
+        """The process's Spark session, started on first use. A test that uses it is marked
+        `spark`, so that the tiers (`make check` leaves Spark out) select by what it starts."""
+        test = self.request.node
+        if test.get_closest_marker("spark") is None:
+            raise RuntimeError(f"{test.name} uses Spark: mark it (or its module) `spark`")
+        session: SparkSession = self.request.getfixturevalue("spark")
+        return session
