@@ -13,7 +13,7 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import OperationStatus, ResumedBy, Rpo
 from kafka_mirror.api.status import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller.operation_kafka import CheckpointKey
+from kafka_mirror.controller.operation_kafka import CheckpointKey, OpenTransactions
 from kafka_mirror.controller.operations import Access
 from kafka_mirror.controller.resume import Forward, Mirrors
 from kafka_mirror.controller.rpo import rpo_of
@@ -70,7 +70,7 @@ class FakeCluster:
         self.members: set[str] = set()
         self.checkpoints: dict[CheckpointKey, Checkpoint] = {}
         self.commits: list[tuple[str, dict[Position, int]]] = []
-        self.open_transactions: dict[Position, int] = {}
+        self.open_transactions: dict[Position, OpenTransactions] = {}
         self.down = False
         self.failing: set[int] = set()
         self._calls = 0
@@ -112,9 +112,9 @@ class FakeCluster:
         self._answer()
         return rpo_of(status)
 
-    def in_open_transactions(self, topics: list[str]) -> dict[Position, int]:
+    def in_open_transactions(self, topics: list[str]) -> dict[Position, OpenTransactions]:
         self._answer()
-        return {key: n for key, n in self.open_transactions.items() if key[0] in topics}
+        return {key: o for key, o in self.open_transactions.items() if key[0] in topics}
 
 
 @dataclass

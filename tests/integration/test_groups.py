@@ -4,6 +4,8 @@ exactly what the checkpoints say, backwards too; a group with members is left al
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
@@ -60,7 +62,11 @@ def test_records_in_an_open_transaction_are_counted_per_partition(kafka_a: Local
     produce(kafka_a.bootstrap_servers, topic, records(10, partitions=1))
     source = ConfluentCluster({"bootstrap.servers": kafka_a.bootstrap_servers})
     assert source.in_open_transactions([topic]) == {}
+    began = datetime.now(UTC)
     open_tx = open_transaction(kafka_a.bootstrap_servers, topic, 1, 5)
-    assert source.in_open_transactions([topic, "no-such-topic"]) == {(topic, 1): 5}
+    pending = source.in_open_transactions([topic, "no-such-topic"])
+    assert list(pending) == [(topic, 1)] and pending[(topic, 1)].records == 5
+    since = pending[(topic, 1)].since  # when the open transaction wrote its first record
+    assert since is not None and began - timedelta(milliseconds=1) <= since <= datetime.now(UTC)
     open_tx.commit_transaction(30)
     wait_for(lambda: source.in_open_transactions([topic]) == {}, 30, "the commit's marker")

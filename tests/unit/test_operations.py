@@ -18,6 +18,7 @@ from kafka_mirror.api.operations import OperationStatus
 from kafka_mirror.api.status import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller import operations, rpo
+from kafka_mirror.controller.operation_kafka import OpenTransactions
 from kafka_mirror.controller.operations import Access, advance, pending_checkpoints
 from kafka_mirror.controller.rpo import rpo_of
 from kafka_mirror.controller.status import DeploymentState, MirrorObservation, mirror_status
@@ -128,15 +129,19 @@ def test_an_open_transaction_is_named_not_waited_for(kafka: FakeKafka) -> None:
     """Lag counts what a read_committed reader reaches: a transaction left open on the source
     does not hold the promote for ever, and the hand-over says what it leaves behind."""
     requested = spec({"type": "Promote", "id": "p"})
-    kafka.source.open_transactions = {("t", 2): 5, ("other", 0): 3}
+    kafka.source.open_transactions = {
+        ("t", 2): OpenTransactions(5, NOW - timedelta(minutes=42)),
+        ("other", 0): OpenTransactions(3),
+    }
     op, _ = advance(requested, None, status(replicas=1), CONFIG, {"t": "t.A"}, kafka.access(), NOW)
     op, events = advance(
         requested, op, status(replicas=1), CONFIG, {"t": "t.A"}, kafka.access(), NOW
     )
     assert op is not None and op.phase == "StoppingWorkers"
-    assert "not mirrored: 5 records in or after open transactions on the source (t[2] 5)" in (
-        events[0].message
-    )
+    assert (
+        "not mirrored: 5 records in or after open transactions on the source "
+        "(t[2] 5, open for 42 min)"
+    ) in events[0].message
 
 
 def test_a_failover_stops_the_workers_then_commits_and_reports(kafka: FakeKafka) -> None:

@@ -4,6 +4,9 @@ clients. The phases decide; this only asks Kafka."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -23,9 +26,19 @@ from kafka_mirror.kafka.groups import (
     newest_checkpoints,
 )
 from kafka_mirror.kafka.reverse import original_positions
+from kafka_mirror.kafka.tail import reading_consumer
 from kafka_mirror.topics import NameFilter
 
 CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
+
+
+@dataclass(frozen=True)
+class OpenTransactions:
+    """A partition's records past what a read_committed reader reaches, and when the oldest
+    open transaction among them wrote its first record (None: not read in time)."""
+
+    records: int
+    since: datetime | None = None
 
 
 class Cluster(Protocol):
@@ -60,7 +73,7 @@ class Cluster(Protocol):
         """The RPO checked against the copies here (the workers stopped)."""
         ...
 
-    def in_open_transactions(self, topics: list[str]) -> dict[Position, int]:
+    def in_open_transactions(self, topics: list[str]) -> dict[Position, OpenTransactions]:
         """Per partition of `topics`, the records past what a read_committed reader reaches
         (an open transaction's, and what was written after it began); none where nothing is."""
         ...
@@ -103,7 +116,7 @@ class ConfluentCluster:
     def rpo_on_target(self, status: KafkaMirrorStatus, source_alias: str) -> Rpo:
         return rpo_on_target(status, self._settings, source_alias)
 
-    def in_open_transactions(self, topics: list[str]) -> dict[Position, int]:
+    def in_open_transactions(self, topics: list[str]) -> dict[Position, OpenTransactions]:
         metadata = self._admin.list_topics(timeout=ADMIN_TIMEOUT).topics
         asked = [
             TopicPartition(t, p) for t in topics if t in metadata for p in metadata[t].partitions
@@ -120,4 +133,27 @@ class ConfluentCluster:
                 for tp, f in futures.items()
             }
         high, stable = ends[IsolationLevel.READ_UNCOMMITTED], ends[IsolationLevel.READ_COMMITTED]
-        return {key: high[key] - stable[key] for key in high if high[key] > stable[key]}
+        pending = {key: stable[key] for key in high if high[key] > stable[key]}
+        opened = self._written_at(pending) if pending else {}
+        return {key: OpenTransactions(high[key] - stable[key], opened.get(key)) for key in pending}
+
+    def _written_at(self, offsets: dict[Position, int]) -> dict[Position, datetime]:
+        """When the record at each of `offsets` was written (the first record past the last
+        stable offset is the oldest open transaction's first), read uncommitted."""
+        consumer = reading_consumer(
+            self._settings | {"isolation.level": "read_uncommitted"},
+            "kafka-mirror-operator-transactions",  # assign only: never joined
+        )
+        found: dict[Position, datetime] = {}
+        try:
+            consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+            deadline = time.monotonic() + ADMIN_TIMEOUT
+            while len(found) < len(offsets) and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=len(offsets), timeout=1):
+                    key = (message.topic() or "", message.partition() or 0)
+                    if message.error() is None and key in offsets and key not in found:
+                        written = message.timestamp()[1] / 1000
+                        found[key] = datetime.fromtimestamp(written, UTC)
+        finally:
+            consumer.close()
+        return found

@@ -199,7 +199,7 @@ def _step(
                 op.message = f"lag 0; waiting for the final checkpoints of {len(pending)}: {shown}"
             else:
                 op.phase, op.message = "StoppingWorkers", "lag 0, final checkpoints written"
-                op.message += _open_transactions(access.source, sorted(mirrored))
+                op.message += _open_transactions(access.source, sorted(mirrored), now)
     elif op.phase == "StoppingWorkers":
         # A terminating pod may still copy, commit and sync group offsets: wait for it too.
         if running := status.replicas + access.terminating_workers:
@@ -221,16 +221,29 @@ def _step(
             _complete(requested, op, now, also=op.message)
 
 
-def _open_transactions(source: Cluster, topics: list[str]) -> str:
+def _open_transactions(source: Cluster, topics: list[str], now: datetime) -> str:
     """What the hand-over leaves on the source in open transactions, said (lag counts what a
     read_committed reader reaches, so they are not waited for: they may stay open for good)."""
     pending = source.in_open_transactions(topics)
     if not pending:
         return ""
-    shown = ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(pending.items())[:MAX_PENDING_SHOWN])
+    shown = ", ".join(
+        f"{t}[{p}] {open_.records}{_open_for(open_.since, now)}"
+        for (t, p), open_ in sorted(pending.items())[:MAX_PENDING_SHOWN]
+    )
     return (
-        f"; not mirrored: {sum(pending.values())} records in or after open transactions on "
-        f"the source ({shown}), copied only if they commit and this mirror runs again"
+        f"; not mirrored: {sum(o.records for o in pending.values())} records in or after open "
+        f"transactions on the source ({shown}), copied only if they commit and this mirror "
+        "runs again"
+    )
+
+
+def _open_for(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return ""
+    seconds = max((now - since).total_seconds(), 0)
+    return (
+        f", open for {seconds:,.0f} s" if seconds < 120 else f", open for {seconds / 60:,.0f} min"
     )
 
 
