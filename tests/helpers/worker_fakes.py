@@ -67,6 +67,11 @@ class Message:
     def timestamp(self) -> tuple[int, int]:
         return (1, 1_700_000_000_000)
 
+    leader_epoch_: int | None = 0
+
+    def leader_epoch(self) -> int | None:
+        return self.leader_epoch_
+
 
 @dataclass
 class Source:

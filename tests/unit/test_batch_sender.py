@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from kafka_mirror.worker.flows import commit_offsets
 from kafka_mirror.worker.partitions import SIZE_SLACK
 from tests.helpers.worker_fakes import (
     REMOTE,
@@ -48,3 +49,20 @@ def test_a_record_over_the_remote_topics_limit_stops_its_partition_at_it() -> No
     assert flow.next_upstream == 3
     assert [upstream for upstream, *_ in flow.in_flight] == [0]
     assert flow.unreported_records == 2
+
+
+def test_the_commit_carries_the_leader_epoch_of_a_record_at_or_after_the_last_handled() -> None:
+    """Never an older epoch than the last handled record's (an intact log would then look
+    truncated): a run fetched before a seek, whose records all lie below the flow, changes
+    nothing; a later run's newer epoch is taken."""
+    clients = FakeClients(Source(), Target(), random.Random(1), 100)
+    worker = fake_worker(clients)
+    worker.sender.send([Message(TOPIC, 0, o, leader_epoch_=3) for o in range(5)])
+    flow = worker.partitions.flows[(TOPIC, 0)]
+    assert flow.leader_epoch == 3
+    worker.sender.send([Message(TOPIC, 0, o, leader_epoch_=2) for o in range(3)])  # pre-seek
+    assert flow.leader_epoch == 3
+    worker.sender.send([Message(TOPIC, 0, o, leader_epoch_=4) for o in range(5, 7)])
+    assert flow.leader_epoch == 4
+    (committed,) = commit_offsets([flow])
+    assert committed.leader_epoch == 4

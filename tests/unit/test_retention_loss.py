@@ -151,7 +151,25 @@ def test_a_reset_counts_what_left_the_source_and_never_skips_on_an_error(
 ) -> None:
     losses = RetentionLosses(WorkerMetrics())
     consumer = ResetConsumer(log_start)
-    losses.reset(consumer, reset_event(position))  # type: ignore[arg-type]
+    losses.reset(consumer, reset_event(position), "offset reset")  # type: ignore[arg-type]
     counted = losses.losses.get(("t", 0))
     assert (counted.records if counted else 0) == lost
     assert [(tp.partition, tp.offset) for tp in consumer.assigned] == [(0, restart)]
+
+
+def test_a_log_truncated_below_the_position_goes_on_from_the_truncation_and_counts_it() -> None:
+    """librdkafka's report when the commit's leader epoch ends below the position (an unclean
+    leader election): nothing is counted lost to retention, and the partition is assigned at
+    the truncation, where the new leader's records begin."""
+    metrics = WorkerMetrics()
+    losses = RetentionLosses(metrics)
+    consumer = ResetConsumer(log_start=0)
+    reason = (
+        "Partition log truncation detected at offset 2000 (leader epoch 0): broker end offset "
+        "is 1000 (offset leader epoch 0). Reset to INVALID.: Local: Partition log truncation "
+        "detected (broker 3)"
+    )
+    truncated = losses.reset(consumer, reset_event(-1001), reason)  # type: ignore[arg-type]
+    assert truncated == ("t", 0) and not losses.losses
+    assert [(tp.partition, tp.offset) for tp in consumer.assigned] == [(0, 1000)]
+    assert metrics.lost_to_truncation.labels("t", "0")._value.get() == 1000

@@ -316,14 +316,16 @@ class LocalKafka(ClientPorts):
     def _wait_until_up(self, started: list[KafkaNode], timeout: float) -> None:
         """The port opens before the broker has joined its own quorum, and group requests fail
         with NOT_COORDINATOR until `__consumer_offsets` exists (which needs as many brokers as
-        its replicas): wait until every node listens and is registered, and groups work."""
+        its replicas): wait until every node listens and every running one is registered (a test
+may keep another broker stopped), and groups work."""
         for node in started:
             assert node.process is not None
             node.process.wait_until(partial(port_open, node.port, node.host), timeout, "listening")
 
         def serving(admin: DetachedAdmin) -> bool:
             try:
-                if len(admin.client.list_topics(timeout=2).brokers) < len(self.nodes):
+                running = [n for n in self.nodes if n.process and n.process.pid is not None]
+                if len(admin.client.list_topics(timeout=2).brokers) < len(running):
                     return False
                 probe = admin.client.describe_consumer_groups(
                     ["dev-stack-probe"], request_timeout=2

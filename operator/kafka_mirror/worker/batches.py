@@ -88,6 +88,10 @@ class BatchSender:
         # them (a new list and tuple per record cost some 25 ns more, bench/hot_path.py).
         provenance_only: dict[str, str | bytes | None] = {}
         last = end - 1
+        tail = messages[last]
+        epoch = tail.leader_epoch()
+        if epoch is not None and cast(int, tail.offset()) >= flow.next_upstream:
+            flow.leader_epoch = max(flow.leader_epoch, epoch)  # of this lineage, not pre-seek
         for index in range(start, end):
             message = messages[index]
             # (Not `cast`: a function call per record. confluent-kafka types these Optional.)

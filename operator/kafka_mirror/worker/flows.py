@@ -81,6 +81,11 @@ class PartitionFlow:
     held: bool = False  # consumption paused while the target acknowledges nothing of it
     size_watch: int = 2**62  # records above this many bytes have their exact size checked
     waiting_since: float | None = None  # since when records wait with no acknowledgement
+    # The leader epoch of a record at or after the last one handled, committed with the offset
+    # so that librdkafka checks it against the log when the partition is assigned again
+    # (KIP-320: a log truncated below it, by an unclean leader election, is detected). Never
+    # older than the epoch of the record before the committed offset, so never a false alarm.
+    leader_epoch: int = -1
     records: int = 0
     bytes: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -166,8 +171,12 @@ def commit_offsets(flows: Iterable[PartitionFlow]) -> list[TopicPartition]:
         offset = flow.commit_offset()
         if offset >= 0:
             metadata = flow.problem(now)
+            # (An epoch of -1 is none: confluent-kafka takes no None there.)
+            epoch = flow.leader_epoch
             offsets.append(
-                TopicPartition(flow.topic, flow.partition, offset, metadata=metadata or "")
+                TopicPartition(
+                    flow.topic, flow.partition, offset, metadata=metadata or "", leader_epoch=epoch
+                )
             )
     return offsets
 

@@ -128,6 +128,19 @@ class WorkerMetrics:
             ["topic", "partition"],
             registry=r,
         )
+        self.lost_to_truncation = Counter(
+            "kafka_mirror_records_lost_to_truncation",
+            "Records the source lost after they were mirrored, its log truncated below the "
+            "mirror's position by an unclean leader election (the target keeps their copies).",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.resent = Counter(
+            "kafka_mirror_records_resent",
+            "Records handed to the target again, from the first one it had not acknowledged "
+            "(a replaced producer, a refusal retried): at most this many copies twice.",
+            registry=r,
+        )
         self.errors = Counter("kafka_mirror_errors", "Errors, by kind.", ["kind"], registry=r)
         self.partition_problem = Gauge(
             "kafka_mirror_partition_problem",

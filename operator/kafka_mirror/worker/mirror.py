@@ -37,7 +37,7 @@ from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
 from kafka_mirror.worker.periodic import OffLoop, Periodic
 from kafka_mirror.worker.permanent import refusal_in_fatal
-from kafka_mirror.worker.resume_points import resume_uncommitted
+from kafka_mirror.worker.resume_points import assign_at_resume_points
 from kafka_mirror.worker.retention import RetentionLosses
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 from kafka_mirror.worker.tasks import CheckpointTask, send_heartbeat
@@ -244,7 +244,10 @@ class MirrorWorker:
 
     def _consume_event(self, message: Message, error: KafkaError) -> None:
         if error.code() == KafkaError._AUTO_OFFSET_RESET:
-            self.losses.reset(self.clients.consumer, message)
+            truncated = self.losses.reset(self.clients.consumer, message, error.str())
+            if truncated is not None:
+                # Records before what the flow handled come again: a new flow takes them.
+                self.partitions.forget([TopicPartition(*truncated)])
             return
         if error.code() != KafkaError._PARTITION_EOF:
             self.metrics.errors.labels("consume").inc()
@@ -338,7 +341,7 @@ class MirrorWorker:
             log.warning("cannot read the committed offsets at assignment: %s", error)
             return  # the consumer reads them itself; the losses counted before are not known
         self.losses.restore(committed)
-        resume_uncommitted(
+        assign_at_resume_points(
             self.clients.consumer,
             committed,
             self.clients.target_settings,
@@ -435,6 +438,7 @@ class MirrorWorker:
             return
         # The target answers, yet the producer has had nothing acknowledged for a minute: seen
         # after a target broker restart under load (librdkafka 2.16), stuck for good.
+        self.metrics.errors.labels("deliveries stalled").inc()
         self.producer_failure = (
             f"the target acknowledged nothing for {self.delivery_watch.patience:.0f}s "
             "although it answers"

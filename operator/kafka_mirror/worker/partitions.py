@@ -210,6 +210,7 @@ class Partitions:
         reports are ignored. The same record failing again and again stops the partition."""
         key = (flow.topic, flow.partition)
         flow.abandoned = True
+        self.metrics.resent.inc(max(flow.next_upstream - offset, 0))
         fresh = self._new_flow(flow.topic, flow.partition, flow.remote, offset)
         fresh.stop, fresh.held = flow.stop, flow.held
         before, times = self.refusals.get(key, (-1, 0))

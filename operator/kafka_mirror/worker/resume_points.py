@@ -15,6 +15,9 @@ The last copy, not the highest: a run that resumed at its last commit re-sent wh
 run had copied already, so the last run's last copy is where copying stands without a gap
 (the assumption docs/translation.md rests on too). A partition with no copy of ours (a mirror's
 first start, a topic deleted and created again: another incarnation) starts from the log start.
+
+A partition with a commit is assigned here too, and sought to at the commit with its leader epoch,
+so that librdkafka checks the position against the log (`retention.py` handles what it reports).
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ def resume_points(
     return found
 
 
-def resume_uncommitted(
+def assign_at_resume_points(
     consumer: Consumer,
     committed: list[TopicPartition],
     target: dict[str, Any],
@@ -117,9 +120,12 @@ def resume_uncommitted(
     mirrored: dict[str, str],
     topic_ids: dict[str, bytes | None],
 ) -> None:
-    """At assignment (`committed`: the partitions assigned, at their commits): assign those
-    with no commit and copies on the target after their last copy, the others at their commits
-    or (none) at `auto.offset.reset`. Nothing to do: librdkafka assigns them all itself."""
+    """At assignment (`committed`: the partitions assigned, at their commits), in the callback
+    (librdkafka then assigns nothing itself): those with no commit and copies on the target
+    after their last copy; the others at their commits, or (none) at `auto.offset.reset`. A
+    commit with a leader epoch is sought to as well: librdkafka checks the epoch against the
+    log (and reports a truncation below the offset) on a seek, not on an assignment
+    (librdkafka#5158)."""
     starts = resume_points(
         target,
         alias,
@@ -129,8 +135,6 @@ def resume_uncommitted(
             if tp.offset < 0 and tp.topic in mirrored
         ],
     )
-    if not starts:
-        return
     for (topic, partition), start in sorted(starts.items()):
         log.warning(
             "%s[%d]: no commit on the source (expired, or the group deleted): resuming after "
@@ -139,10 +143,20 @@ def resume_uncommitted(
             partition,
             start,
         )
-    # Assigned in the callback: librdkafka then assigns nothing itself.
     consumer.incremental_assign(
         [
             TopicPartition(tp.topic, tp.partition, starts.get((tp.topic, tp.partition), tp.offset))
             for tp in committed
         ]
     )
+    for tp in committed:
+        if tp.offset >= 0 and tp.leader_epoch is not None:
+            try:
+                consumer.seek(tp)
+            except KafkaException as error:  # not checked, as before: mirroring goes on
+                log.warning(
+                    "%s[%d]: cannot check the commit's leader epoch: %s",
+                    tp.topic,
+                    tp.partition,
+                    error,
+                )

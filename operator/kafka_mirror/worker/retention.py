@@ -10,11 +10,19 @@ per record: only on the reset, at assignment and at commit.
 
 Compaction and transaction markers leave offset gaps too, but above the log start: the consumer
 fetches across them without a reset, so they are never counted.
+
+The same event reports a log truncated below the position: the offsets are committed with the
+leader epoch of their records, which librdkafka checks when a partition is assigned or its
+leader changes (KIP-320). After an unclean leader election the source no longer has the records
+between the new leader's end of that epoch and the position (the target keeps their copies),
+and the new leader's records there are new: mirroring goes on from that end, so none is skipped
+and nothing before it is copied again; the records the source lost are counted.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
@@ -25,6 +33,8 @@ log = logging.getLogger(__name__)
 
 WATERMARK_SECONDS = 10.0
 Key = tuple[str, int]
+# librdkafka's reason when the epoch check finds the log truncated below the position.
+TRUNCATED = re.compile(r"truncation detected at (?:offset )?(\d+)\D.*?broker end offset is (\d+)")
 
 
 class RetentionLosses:
@@ -39,12 +49,17 @@ class RetentionLosses:
             if loss is not None:
                 self.losses[(tp.topic, tp.partition)] = loss
 
-    def reset(self, consumer: Consumer, message: Message) -> None:
+    def reset(self, consumer: Consumer, message: Message, reason: str) -> Key | None:
         """librdkafka could not fetch the partition at `message.offset()` (None: nothing was
-        committed there yet): count what lies below the log start, go on from there."""
+        committed there yet): count what lies below the log start, go on from there. The
+        partition when its log was truncated below the position: it goes on from the
+        truncation, before what the worker handled of it."""
         topic, partition, position = message.topic(), message.partition(), message.offset()
         assert topic is not None and partition is not None
         point = TopicPartition(topic, partition)
+        if truncated := TRUNCATED.search(reason):
+            self._truncated(consumer, point, int(truncated[1]), int(truncated[2]))
+            return (topic, partition)
         restart = OFFSET_BEGINNING
         try:
             start = self._log_start(consumer, point, position)
@@ -71,6 +86,27 @@ class RetentionLosses:
         # (or, the log start not read, at the same position).
         consumer.incremental_unassign([point])
         consumer.incremental_assign([TopicPartition(topic, partition, restart)])
+        return None
+
+    def _truncated(
+        self, consumer: Consumer, point: TopicPartition, position: int, end: int
+    ) -> None:
+        topic, partition = point.topic, point.partition
+        self.metrics.lost_to_truncation.labels(topic, str(partition)).inc(position - end)
+        log.error(
+            "%s[%d]: the source's log was truncated at offset %d, below the mirror's position %d "
+            "(an unclean leader election): the source lost offsets %d to %d, whose copies the "
+            "target keeps; mirroring goes on at %d with the new leader's records",
+            topic,
+            partition,
+            end,
+            position,
+            end,
+            position - 1,
+            end,
+        )
+        consumer.incremental_unassign([point])
+        consumer.incremental_assign([TopicPartition(topic, partition, end)])
 
     @staticmethod
     def _log_start(consumer: Consumer, point: TopicPartition, position: int | None) -> int:
@@ -88,6 +124,7 @@ class RetentionLosses:
                 tp.partition,
                 tp.offset,
                 metadata=commit_note(tp.metadata or "", self.losses[(tp.topic, tp.partition)]),
+                leader_epoch=-1 if tp.leader_epoch is None else tp.leader_epoch,
             )
             if (tp.topic, tp.partition) in self.losses
             else tp
