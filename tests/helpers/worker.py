@@ -135,6 +135,28 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {said}{last}")
 
 
+def wait_while_advancing(
+    progress: Callable[[], int], goal: int, stall: float, what: str, every: float = 0.5
+) -> None:
+    """Wait until `progress()` reaches `goal` for as long as it advances: on a busy machine a
+    drain takes longer, which proves nothing; standing still for `stall` seconds is a failure.
+    The message says how far it got."""
+    seen, moved = -1, time.monotonic()
+    error: Exception | None = None
+    while time.monotonic() - moved < stall:
+        try:
+            now = progress()
+        except (KafkaException, TimeoutError) as failed:
+            error, now = failed, seen
+        if now >= goal:
+            return
+        if now > seen:
+            seen, moved = now, time.monotonic()
+        time.sleep(every)
+    last = f"; last error: {error}" if error is not None else ""
+    raise AssertionError(f"{what}: stood still at {seen:,} of {goal:,} for {stall:.0f}s{last}")
+
+
 def group_offsets(cluster: LocalKafka, group: str) -> dict[tuple[str, int], int]:
     # A client of its own: the session's cached one kept timing out on group requests after
     # its cluster restarted (seen with librdkafka 2.16).

@@ -27,6 +27,7 @@ from tests.helpers.faults import (
     committed_problems,
     committed_through,
     ends,
+    producers_replaced,
     resend_bound,
     settle,
 )
@@ -73,7 +74,7 @@ def test_partitions_added_twice_to_a_busy_topic(
     time.sleep(4)
     fault = "partitions added to a busy topic twice (4 → 8 → 12), 10,000 records/s"
     case.finish(outcomes, fault, stack.spark, started, running, bound)
-    assert case.worker.metric("kafka_mirror_errors_total", kind="producer replaced") == 0
+    assert producers_replaced(case.worker) == 0
 
 
 def test_records_at_every_size_limit_and_one_over_the_targets(
@@ -192,6 +193,7 @@ def test_the_remote_topic_deleted_on_the_target_mid_stream(
     outcomes.append(Outcome(fault, len(after), len(missing), 0, 0, 0.0))
 
 
+@pytest.mark.timeout(1800)  # minutes of waiting by design; slower on a busy machine
 def test_the_target_down_for_three_minutes_at_20000_records_a_second(
     stack: MirrorStack,
     outcomes: list[Outcome],
@@ -267,6 +269,7 @@ def test_a_target_partition_stalled_while_the_others_flow(
     case.finish(outcomes, fault, spark, time.monotonic(), generator, bound)
 
 
+@pytest.mark.timeout(1800)  # minutes of waiting by design; slower on a busy machine
 def test_the_target_throttled_by_a_quota_behind_a_backlog_of_millions(
     stack: MirrorStack,
     outcomes: list[Outcome],

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers.content import check_content
 from tests.helpers.derive import DerivingApp
-from tests.helpers.faults import Outcome
+from tests.helpers.faults import Outcome, producers_replaced
 from tests.helpers.kafka import end_offsets
 from tests.helpers.matrix import RATE, traffic
 from tests.helpers.stack import MirrorStack
@@ -63,7 +63,7 @@ def test_identity_both_ways_with_records_derived_from_mirrored_ones(
     assert sum(end_offsets(a, u).values()) == derived
     for worker in pair.workers:
         assert worker.running(), f"{worker.name} exited:\n{worker.log()[-3000:]}"
-        assert worker.metric("kafka_mirror_errors_total", kind="producer replaced") == 0
+        assert producers_replaced(worker) == 0
     fault = "identity A ↔ B, 5,000 records/s each way, records derived on A from B's copies"
     missing = sum(report.missing for report in checks.values())
     duplicates = sum(report.duplicates for report in checks.values())

@@ -35,6 +35,7 @@ from tests.helpers.faults import (
     Outcome,
     committed_problems,
     ends,
+    producers_replaced,
     resend_bound,
     seconds_until_committed,
     verify,
@@ -192,7 +193,7 @@ def test_write_denied_on_one_remote_topic_stops_that_topic_alone(
         r"the target refuses every record of \S+ \(Broker: Topic authorization failed\): "
         r"allow the mirror's principal to Write \(and Describe\) \S+ on the target to go on",
     )
-    assert worker.metric("kafka_mirror_errors_total", kind="producer replaced") <= 1
+    assert producers_replaced(worker) <= 1
     seen = "Describe allowed" if describe else "the topic hidden too"
     fault = f"Write on 1 of 3 remote topics denied by an ACL for 20 s ({seen}), 10,000 records/s"
     verify(outcomes, fault, kafka_a, kafka_b_acl, config, topics, [worker], spark, bound, recovery)
@@ -222,7 +223,7 @@ def test_a_remote_topic_made_compacted_refuses_records_without_keys(
         r"set its cleanup.policy to delete on the target to go on",
         keyed=False,
     )
-    assert worker.metric("kafka_mirror_errors_total", kind="producer replaced") <= PARTITIONS
+    assert producers_replaced(worker) <= PARTITIONS
     fault = "1 of 3 remote topics made compacted for 20 s, its records without keys, 10,000/s"
     verify(
         outcomes,

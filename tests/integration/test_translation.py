@@ -11,6 +11,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -128,8 +129,19 @@ def test_a_failed_over_group_rereads_nothing_it_had_committed(
             "the Checkpointer its target_reader (a ProvenanceReader) yet, so checkpoints use "
             "MirrorMaker 2's rule alone (and groups older than the first sync get none)"
         )
-    checkpoints = settled_checkpoints(stack.kafka_b, remote, stops)
-    translated = translate_groups(stack.kafka_b, [s.group for s in stops])
+    # The checkpoints as MirrorMaker 2's client read them: the same before and after it read
+    # them (a late improvement of a translation made before the mirror had reached a position
+    # may land in between on a busy machine; then read again).
+    agreed: list[Any] = [None, None]
+
+    def read_alike() -> bool:
+        agreed[0] = settled_checkpoints(stack.kafka_b, remote, stops)
+        agreed[1] = translate_groups(stack.kafka_b, [s.group for s in stops])
+        newest = newest_checkpoints(stack.kafka_b, remote)
+        return {key: newest[key].downstream_offset for key in agreed[0]} == agreed[0]
+
+    wait_for(read_alike, 300, "the checkpoints unchanged while MirrorMaker 2's client read them")
+    checkpoints, translated = agreed
     for s in stops:
         for p in s.positions:
             # MirrorMaker 2's client reads exactly what we wrote.
