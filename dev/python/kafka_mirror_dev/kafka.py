@@ -315,9 +315,9 @@ class LocalKafka(ClientPorts):
 
     def _wait_until_up(self, started: list[KafkaNode], timeout: float) -> None:
         """The port opens before the broker has joined its own quorum, and group requests fail
-                with NOT_COORDINATOR until `__consumer_offsets` exists (which needs as many brokers as
-                its replicas): wait until every node listens and every running one is registered (a test
-        may keep another broker stopped), and groups work."""
+        with NOT_COORDINATOR until `__consumer_offsets` exists (which needs as many brokers as
+        its replicas): wait until every node listens and every running one is registered (a
+        test may keep another broker stopped), and groups work."""
         for node in started:
             assert node.process is not None
             node.process.wait_until(partial(port_open, node.port, node.host), timeout, "listening")
