@@ -171,11 +171,13 @@ def commit_offsets(flows: Iterable[PartitionFlow]) -> list[TopicPartition]:
         offset = flow.commit_offset()
         if offset >= 0:
             metadata = flow.problem(now)
-            # (An epoch of -1 is none: confluent-kafka takes no None there.)
-            epoch = flow.leader_epoch
             offsets.append(
                 TopicPartition(
-                    flow.topic, flow.partition, offset, metadata=metadata or "", leader_epoch=epoch
+                    flow.topic,
+                    flow.partition,
+                    offset,
+                    metadata=metadata or "",
+                    leader_epoch=flow.leader_epoch,  # -1: none (confluent-kafka takes no None)
                 )
             )
     return offsets

@@ -12,11 +12,12 @@ Compaction and transaction markers leave offset gaps too, but above the log star
 fetches across them without a reset, so they are never counted.
 
 The same event reports a log truncated below the position: the offsets are committed with the
-leader epoch of their records, which librdkafka checks when a partition is assigned or its
-leader changes (KIP-320). After an unclean leader election the source no longer has the records
-between the new leader's end of that epoch and the position (the target keeps their copies),
-and the new leader's records there are new: mirroring goes on from that end, so none is skipped
-and nothing before it is copied again; the records the source lost are counted.
+leader epoch of their records, which librdkafka checks when the worker seeks to a commit at
+assignment (`resume_points.py`) and when a partition's leader changes (KIP-320). After an
+unclean leader election the source no longer has the records between the new leader's end of
+that epoch and the position (the target keeps their copies), and the new leader's records there
+are new: mirroring goes on from that end, so none is skipped and nothing before it is copied
+again; the records the source lost are counted.
 """
 
 from __future__ import annotations
