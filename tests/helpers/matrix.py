@@ -81,10 +81,9 @@ def mirror_topic(
     start_worker: StartWorker,
     prefix: str,
     count: int,
-    **overrides: Any,
 ) -> Case:
     """A new topic of `count` partitions on the source and a worker mirroring it."""
     topic = unique(prefix)
     create_topics(source.bootstrap_servers, [topic], partitions=count)
-    config = worker_config(source, target, [re.escape(topic)], **overrides)
+    config = worker_config(source, target, [re.escape(topic)])
     return Case(source, target, topic, config, start_worker(config))
