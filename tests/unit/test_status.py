@@ -380,6 +380,10 @@ def test_audit_condition_follows_the_last_audit(result: Any, status: str, reason
         ("0 */6 * * *", 18.0 - 1 / 60, False),
         ("@daily", 47.0, False),
         ("@daily", 60.0, True),
+        ("0 3 * * MON-FRI", 40.0, False),  # NOW is a Monday noon: Tuesday 03:00, Wednesday 03:00
+        ("0 3 * * MON-FRI", 63.0, True),  # and Thursday 03:00
+        ("0 3 ? * SAT", 24 * 12, False),  # Saturdays only: two in 12 days, the third is day 19
+        ("0 0 31 2 *", 24 * 1000, False),  # fires never (Kubernetes accepts it)
         (None, 1000.0, False),  # a suspended audit does not age
     ],
 )
@@ -614,3 +618,15 @@ def test_partitions_that_do_not_flow_degrade_the_mirror_and_are_named() -> None:
     assert "offset 77" in degraded.message and "2000123 bytes" in degraded.message
     assert status.partition_problems == [stopped]
     assert ready_of(status).status == "True"  # the other partitions mirror
+
+
+def test_a_schedule_that_cannot_be_read_never_fails_the_refresh() -> None:
+    """The CRD's pattern lets through five words croniter cannot read: the status still
+    refreshes, and the audit's condition says what to fix."""
+    previous = KafkaMirrorStatus(last_audit=AuditResult(time=NOW, result="Passed"))
+    later = NOW + timedelta(hours=1)
+    current = mirror_status(observation(audit_schedule="0 3 * * FUNDAY"), previous, later)
+    audit = get(current.conditions, "AuditPassed")
+    assert (audit.status, audit.reason) == ("Unknown", "ScheduleUnreadable")
+    assert audit.message.startswith("spec.audit.schedule (0 3 * * FUNDAY) cannot be read")
+    assert ready_of(current).status == "True"

@@ -177,13 +177,20 @@ def _audit_condition(
         )
     # Two scheduled runs came and went (each had until the next to report) with no report:
     # the last result no longer says anything about the mirror now.
-    if (
-        schedule is not None
-        and audit.time is not None
-        and runs_between(schedule, audit.time, now, STALE_AFTER_RUNS) >= STALE_AFTER_RUNS
-    ):
+    since = audit.time
+    try:
+        missed = runs_between(schedule, since, now, STALE_AFTER_RUNS) if schedule and since else 0
+    except ValueError as error:  # never a failed refresh: Ready, lag and operations go on
         message = (
-            f"no audit has reported since {audit.time.isoformat()} though "
+            f"spec.audit.schedule ({schedule}) cannot be read ({error}), so whether the last "
+            f"audit (which said {audit.result}) is current is not known: fix the schedule"
+        )
+        return condition(
+            previous.conditions, "AuditPassed", None, "ScheduleUnreadable", message, generation, now
+        )
+    if since is not None and missed >= STALE_AFTER_RUNS:
+        message = (
+            f"no audit has reported since {since.isoformat()} though "
             f"spec.audit.schedule ({schedule}) ran it twice since: check the mirror's audit "
             f"CronJob and its jobs' logs; the last audit said {audit.result}"
         )
