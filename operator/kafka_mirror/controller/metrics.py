@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from contextlib import suppress
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Gauge, Histogram, make_wsgi_app
 
+from kafka_mirror import endpoints
 from kafka_mirror.api.status import KafkaMirrorStatus
 
 MIRROR_LABELS = ["namespace", "mirror"]
@@ -86,7 +87,7 @@ class OperatorMetrics:
 
     def serve(self, port: int) -> None:
         try:
-            start_http_server(port, registry=self.registry)
+            endpoints.serve(make_wsgi_app(self.registry), port, "metrics")
         except OSError as error:
             raise SystemExit(
                 f"cannot serve metrics on port {port}: {error.strerror}; "

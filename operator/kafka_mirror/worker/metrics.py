@@ -11,13 +11,14 @@ multiprocess files keep whatever was last written.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from kafka_mirror import endpoints
 
 TASK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -180,14 +181,9 @@ def _retire(gauge: Gauge, labels: tuple[str, ...]) -> None:
     gauge.remove(*labels)
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-
 def serve(
     registry: CollectorRegistry, port: int, live: Callable[[], bool], ready: Callable[[], bool]
-) -> WSGIServer:
+) -> ThreadingWSGIServer:
     """Serve /metrics, /healthz (the loop is alive) and /readyz (both clusters answer)."""
     metrics_app = make_wsgi_app(registry)
 
@@ -201,9 +197,7 @@ def serve(
             return [b"ok\n" if ok else b"not ok\n"]
         return metrics_app(environ, start_response)  # type: ignore[no-any-return]
 
-    server = make_server("0.0.0.0", port, app, handler_class=_QuietHandler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    return server
+    return endpoints.serve(app, port, "metrics")
 
 
 class LoopWatchdog:

@@ -1,0 +1,58 @@
+"""The metrics and health endpoints answer while other clients hold connections open: the
+kubelet's probe of a worker must not wait behind an idle connection from any pod."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from kafka_mirror import endpoints
+from kafka_mirror.worker.metrics import serve
+from kafka_mirror_dev.processes import free_port
+
+IDLE = 50
+
+
+@pytest.fixture
+def worker_port() -> Iterator[int]:
+    port = free_port()
+    server = serve(CollectorRegistry(), port, live=lambda: True, ready=lambda: True)
+    yield port
+    server.shutdown()
+    server.server_close()
+
+
+def idle_connections(port: int, count: int) -> list[socket.socket]:
+    return [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
+
+
+def test_healthz_answers_within_a_second_while_50_idle_connections_are_held(
+    worker_port: int,
+) -> None:
+    held = idle_connections(worker_port, IDLE)
+    try:
+        for path in ("/healthz", "/readyz", "/metrics"):
+            started = time.monotonic()
+            with urllib.request.urlopen(f"http://127.0.0.1:{worker_port}{path}", timeout=5) as r:
+                assert r.status == 200
+            assert time.monotonic() - started < 1.0, path
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout(
+    worker_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(endpoints._Handler, "timeout", 0.5)
+    (held,) = idle_connections(worker_port, 1)
+    with held:
+        held.settimeout(10)
+        started = time.monotonic()
+        assert held.recv(1) == b""  # the server closed it
+        assert time.monotonic() - started < 5
