@@ -241,3 +241,56 @@ def test_the_values_schema_refuses_a_misspelt_value(helm: Path, tmp_path: Path) 
     )
     assert result.returncode != 0
     assert "allNamespace" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "workers_in"),
+    [
+        ("", ["kafka-mirror"]),
+        ("watch.namespaces={team-a,team-b}", ["team-a", "team-b"]),
+        ("watch.allNamespaces=true", []),  # examples/networkpolicy-workers.yaml per namespace
+        ("networkPolicy.enabled=false", None),
+    ],
+)
+def test_network_policies_let_only_the_named_pods_reach_the_metrics_ports(
+    helm: Path, tmp_path: Path, values: str, workers_in: list[str] | None
+) -> None:
+    """The node's network (a plain bridge) enforces no NetworkPolicy, so what is checked here
+    is what the chart asks of a network that does: only `metricsFrom` may reach the port named
+    `metrics` of the operator's pod and of the workers in each watched namespace."""
+    options = ["--namespace", "kafka-mirror", *(("--set", values) if values else ())]
+    docs = yaml.safe_load_all(run_helm(helm, tmp_path, "template", RELEASE, str(CHART), *options))
+    policies = [d for d in docs if d and d["kind"] == "NetworkPolicy"]
+    if workers_in is None:
+        assert policies == []
+        return
+    own_namespace = [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kafka-mirror"}}}
+    ]
+    operator, *workers = policies
+    assert operator["metadata"]["namespace"] == "kafka-mirror"
+    assert operator["spec"]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": RELEASE,
+        "app.kubernetes.io/instance": RELEASE,
+    }
+    assert [w["metadata"]["namespace"] for w in workers] == workers_in
+    for policy in policies:
+        assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress: the clusters, anywhere
+        assert policy["spec"]["ingress"] == [
+            {"from": own_namespace, "ports": [{"port": "metrics"}]}
+        ]
+    for worker in workers:
+        assert worker["spec"]["podSelector"]["matchLabels"] == {
+            "app.kubernetes.io/name": "kafka-mirror",
+            "app.kubernetes.io/component": "worker",
+        }
+
+
+def test_network_policies_take_the_installers_peers(helm: Path, tmp_path: Path) -> None:
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"networkPolicy": {"metricsFrom": [peer]}}))
+    rendered = run_helm(helm, tmp_path, "template", RELEASE, str(CHART), "-f", str(values))
+    policies = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "NetworkPolicy"]
+    assert len(policies) == 2
+    assert all(p["spec"]["ingress"][0]["from"] == [peer] for p in policies)
