@@ -32,6 +32,8 @@ from tests.helpers.node import NodePods, NodeStack
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
+pytest_plugins = ["tests.helpers.tenant"]  # a tenant's identity and the operator guarding it
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """The tests run the hot path as the image does: compiled, and from the current sources."""

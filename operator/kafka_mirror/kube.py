@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config, dynamic
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 
 from kafka_mirror.api.crdgen import all_crds
 
 FIELD_MANAGER = "kafka-mirror"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def api_client(kubeconfig: Path | None = None, connections: int = 32) -> client.ApiClient:
@@ -55,13 +56,62 @@ def apply(api: client.ApiClient, body: dict[str, Any]) -> Any:
     )
 
 
-def delete(api: client.ApiClient, api_version: str, kind: str, namespace: str, name: str) -> bool:
-    """Delete one object (its dependents in the background); False if it was already gone."""
+def merge_patch(
+    api: client.ApiClient,
+    api_version: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    patch: dict[str, Any],
+    field_manager: str,
+) -> None:
+    """A JSON merge patch of one object."""
+    _resource(api, api_version, kind).patch(
+        body=patch,
+        name=name,
+        namespace=namespace,
+        content_type=MERGE_PATCH,
+        field_manager=field_manager,
+    )
+
+
+def read(
+    api: client.ApiClient, api_version: str, kind: str, namespace: str, name: str
+) -> dict[str, Any] | None:
+    """One object as stored, or None when there is none of that name."""
     try:
-        _resource(api, api_version, kind).delete(
-            name=name, namespace=namespace, body={"propagationPolicy": "Background"}
+        found: dict[str, Any] = (
+            _resource(api, api_version, kind).get(name=name, namespace=namespace).to_dict()
         )
     except NotFoundError:
+        return None
+    return found
+
+
+def controller_uid(body: dict[str, Any]) -> str | None:
+    """The uid of the object's controller (its owner reference marked `controller`), if any."""
+    for reference in body["metadata"].get("ownerReferences") or []:
+        if reference.get("controller"):
+            return str(reference["uid"])
+    return None
+
+
+def delete(
+    api: client.ApiClient,
+    api_version: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    uid: str | None = None,
+) -> bool:
+    """Delete one object (its dependents in the background), only the one of `uid` if given;
+    False if it was already gone (or is another object by now)."""
+    body: dict[str, Any] = {"propagationPolicy": "Background"}
+    if uid is not None:
+        body["preconditions"] = {"uid": uid}
+    try:
+        _resource(api, api_version, kind).delete(name=name, namespace=namespace, body=body)
+    except (NotFoundError, ConflictError):  # a failed precondition is a conflict
         return False
     return True
 

@@ -10,10 +10,7 @@ whose spec turns disallowed is stopped, and resumes when the spec is fixed."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,100 +19,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.kube import api_client, apply
 from kafka_mirror.render import DEFAULT_IMAGE
 from kafka_mirror_dev.apiserver import KubeApiServer
-from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.kubectl import kubectl as run_kubectl
-from tests.helpers.objects import condition, exists, get_custom, mirror, secret
+from tests.helpers.objects import condition, exists, get_custom, mirror
+from tests.helpers.tenant import LOGIN, PASSWORD, USER, Listener, create, plain_login
 from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.kube
 
-USER = "mirror-author"
-PASSWORD = "plain-password-of-the-team"  # what every route is after
-LOGIN = "kafka-login"
 STATUS_TICKS = 6  # seconds: three of the test operator's status refreshes
-
-
-class Listener:
-    """A TCP port that counts the connections it gets: a host of the user's, or the network
-    the operator could probe."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.port = self.socket.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self.socket.accept()
-            except OSError:  # closed
-                return
-            self.connections += 1
-            connection.close()
-
-    def close(self) -> None:
-        self.socket.close()
-
-
-@pytest.fixture
-def listener() -> Iterator[Listener]:
-    port = Listener()
-    yield port
-    port.close()
-
-
-@pytest.fixture
-def guarded_operator(
-    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path, listener: Listener
-) -> Iterator[OperatorProcess]:
-    """The operator with a bootstrap-host allow-list: only `localhost:<listener>`. Its images
-    and Spark masters are the defaults (its own image, local mode)."""
-    process = OperatorProcess(
-        kube_apiserver.kubeconfig,
-        namespace,
-        tmp_path,
-        extra_args=("--allowed-bootstrap-host", f"localhost:{listener.port}"),
-    ).start()
-    yield process
-    if process.running():
-        process.stop()
-    print(f"----- operator log -----\n{process.log()[-6000:]}")
-
-
-@pytest.fixture
-def author(
-    kube_api: client.ApiClient, kube_apiserver: KubeApiServer, namespace: str
-) -> Iterator[client.ApiClient]:
-    """An API client impersonating a user who may write KafkaMirror objects in the namespace,
-    and nothing else; the team's Secret is there, which the user may not read."""
-    apply(kube_api, secret(LOGIN, namespace, username="team", password=PASSWORD))
-    rules = [
-        {
-            "apiGroups": [GROUP],
-            "resources": ["kafkamirrors"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-        }
-    ]
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"}
-    apply(kube_api, {**role, "metadata": {"name": USER, "namespace": namespace}, "rules": rules})
-    apply(
-        kube_api,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": USER, "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": USER},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
-        },
-    )
-    api = api_client(kube_apiserver.kubeconfig)
-    api.set_default_header("Impersonate-User", USER)
-    yield api
-    api.close()
 
 
 def test_the_author_may_write_mirrors_and_nothing_else(
@@ -144,25 +57,6 @@ def test_the_author_may_write_mirrors_and_nothing_else(
     with pytest.raises(ApiException) as refused:
         client.CoreV1Api(author).read_namespaced_secret(LOGIN, namespace)
     assert refused.value.status == 403
-
-
-def plain_login(bootstrap: str) -> dict[str, Any]:
-    """A cluster the mirror logs in to with SASL PLAIN (the password in clear on the wire),
-    with the team's Secret."""
-    return {
-        "bootstrapServers": bootstrap,
-        "sasl": {
-            "mechanism": "PLAIN",
-            "usernameSecret": {"name": LOGIN, "key": "username"},
-            "passwordSecret": {"name": LOGIN, "key": "password"},
-        },
-    }
-
-
-def create(api: client.ApiClient, body: dict[str, Any]) -> None:
-    client.CustomObjectsApi(api).create_namespaced_custom_object(
-        GROUP, VERSION, body["metadata"]["namespace"], "kafkamirrors", body
-    )
 
 
 def ready(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from kafka_mirror.controller.refresh import StatusLoop, changes, live, status_pa
 Raw = dict[str, Any]
 
 
-def obj(name: str, deleting: bool = False, namespace: str = "ns") -> Raw:
-    metadata: Raw = {"namespace": namespace, "name": name}
+def obj(name: str, deleting: bool = False, namespace: str = "ns", uid: str | None = None) -> Raw:
+    metadata: Raw = {"namespace": namespace, "name": name, "uid": uid or f"uid-{name}"}
     if deleting:
         metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"metadata": metadata}
@@ -63,7 +63,7 @@ class Recorder:
         self.listed = listed
         self.mirrors: list[str] = []
         self.selections: list[tuple[str, set[str]]] = []
-        self.forgotten: list[str] = []
+        self.forgotten: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
     def loop(self) -> StatusLoop:
@@ -72,7 +72,7 @@ class Recorder:
             10.0,
             self.mirror,
             self.selection,
-            self.forgotten.append,
+            lambda mirror, uid: self.forgotten.append((mirror, uid)),
             workers=4,
         )
 
@@ -109,17 +109,28 @@ def test_a_mirror_no_longer_listed_is_forgotten_once() -> None:
     recorder.listed[MIRRORS] = [obj("m2", deleting=True), obj("m3")]
     loop.tick()
     loop.tick()
-    assert recorder.forgotten == ["ns/m1", "ns/m2"]
+    assert recorder.forgotten == [("ns/m1", "uid-m1"), ("ns/m2", "uid-m2")]
+
+
+def test_a_mirror_deleted_and_made_again_between_ticks_is_forgotten_by_its_old_uid() -> None:
+    """Its children are the old mirror's: cleaned up by that uid, the new one's left alone."""
+    recorder = Recorder({MIRRORS: [obj("m1", uid="first")], SELECTIONS: []})
+    loop = recorder.loop()
+    loop.tick()
+    recorder.listed[MIRRORS] = [obj("m1", uid="second")]
+    loop.tick()
+    loop.tick()
+    assert recorder.forgotten == [("ns/m1", "first")]
 
 
 def test_a_failed_clean_up_is_tried_again_at_the_next_tick() -> None:
     recorder = Recorder({MIRRORS: [obj("m1")], SELECTIONS: []})
     failures = [RuntimeError("the API server did not answer")]
 
-    def gone(mirror: str) -> None:
+    def gone(mirror: str, uid: str) -> None:
         if failures:
             raise failures.pop()
-        recorder.forgotten.append(mirror)
+        recorder.forgotten.append((mirror, uid))
 
     loop = StatusLoop(
         lambda plural: recorder.listed[plural],
@@ -134,7 +145,7 @@ def test_a_failed_clean_up_is_tried_again_at_the_next_tick() -> None:
     loop.tick()
     loop.tick()
     loop.tick()
-    assert recorder.forgotten == ["ns/m1"]
+    assert recorder.forgotten == [("ns/m1", "uid-m1")]
 
 
 def test_the_loop_starts_once_and_stops_with_no_refresh_begun_after() -> None:

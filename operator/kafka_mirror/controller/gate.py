@@ -14,17 +14,17 @@ next converge with nothing lost.
 from __future__ import annotations
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from kafka_mirror import render
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.controller.status import Problem
+from kafka_mirror.kube import controller_uid, merge_patch, read
 
 INVALID_SPEC = "InvalidSpec"
 NOT_ALLOWED = "NotAllowed"
-MERGE_PATCH = "application/merge-patch+json"
+CHILD_NAME_TAKEN = "ChildNameTaken"  # a child's name is another object's
 STOP_MANAGER = "kafka-mirror-stop"  # the next apply (forced) takes the fields back
 
 
@@ -51,26 +51,14 @@ def parse_spec(spec: object, allowed: AllowLists, own_image: str) -> KafkaMirror
     return parsed
 
 
-def stop_children(api: client.ApiClient, namespace: str, name: str) -> None:
-    """Scale the mirror's workers to zero and suspend its audit, where they exist."""
-    for patch in (
-        lambda: client.AppsV1Api(api).patch_namespaced_deployment(
-            render.worker_name(name),
-            namespace,
-            {"spec": {"replicas": 0}},
-            field_manager=STOP_MANAGER,
-            _content_type=MERGE_PATCH,
-        ),
-        lambda: client.BatchV1Api(api).patch_namespaced_cron_job(
-            render.audit_cronjob_name(name),
-            namespace,
-            {"spec": {"suspend": True}},
-            field_manager=STOP_MANAGER,
-            _content_type=MERGE_PATCH,
-        ),
+def stop_children(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
+    """Scale the mirror's workers to zero and suspend its audit, where they exist and are this
+    mirror's (an object of the same name someone else made is left alone)."""
+    for api_version, kind, child, patch in (
+        ("apps/v1", "Deployment", render.worker_name(name), {"spec": {"replicas": 0}}),
+        ("batch/v1", "CronJob", render.audit_cronjob_name(name), {"spec": {"suspend": True}}),
     ):
-        try:
-            patch()
-        except ApiException as error:
-            if error.status != 404:  # never rendered: nothing runs
-                raise
+        found = read(api, api_version, kind, namespace, child)
+        if found is None or controller_uid(found) != owner_uid:
+            continue  # never rendered (nothing runs), or not ours
+        merge_patch(api, api_version, kind, namespace, child, patch, STOP_MANAGER)

@@ -100,7 +100,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
             applied.forget(f"{namespace}/{name}")  # a usable spec again applies all at once
             if unusable.problem.reason == gate.NOT_ALLOWED:
-                gate.stop_children(api, namespace, name)
+                gate.stop_children(api, namespace, name, mirror.metadata.uid or "")
             raise
         return MirrorInputs(api, mirror, spec, previous, selections_of(mirror, indices))
 
@@ -176,12 +176,12 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             body.get("spec", {}).get("rpoTargetSeconds"),
         )
 
-    def mirror_gone(mirror: str) -> None:
-        """A mirror deleted: its children removed now (the garbage collector would too, through
-        the owner references, but not every cluster runs it promptly, and nothing should mirror
-        after the delete) and nothing of it kept."""
+    def mirror_gone(mirror: str, uid: str) -> None:
+        """A mirror deleted: its children (those it controls) removed now (the garbage collector
+        would too, through the owner references, but not every cluster runs it promptly, and
+        nothing should mirror after the delete) and nothing of it kept."""
         namespace, name = mirror.split("/", 1)
-        reconcile.delete_children(api, namespace, name)
+        reconcile.delete_children(api, namespace, name, uid)
         readers.forget(mirror)
         applied.forget(mirror)
         options.metrics.forget(namespace, name)
@@ -191,9 +191,9 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
     # something else holds the object (a foreground deletion, say); otherwise the status loop
     # finds the mirror gone at its next tick.
     @kopf.on.delete(GROUP, VERSION, MIRRORS, optional=True, registry=registry)
-    def mirror_deleted(name: str, namespace: str | None, **_: Any) -> None:
+    def mirror_deleted(name: str, namespace: str | None, meta: kopf.Meta, **_: Any) -> None:
         assert namespace is not None  # the CRD is namespaced
-        mirror_gone(f"{namespace}/{name}")
+        mirror_gone(f"{namespace}/{name}", str(meta["uid"]))
 
     def converge_mirror_of(
         namespace: str, mirror_name: str | None, indices: dict[str, Any]

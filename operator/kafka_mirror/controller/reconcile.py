@@ -19,7 +19,7 @@ from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import operations
-from kafka_mirror.controller.gate import INVALID_SPEC, SpecUnusable
+from kafka_mirror.controller.gate import CHILD_NAME_TAKEN, INVALID_SPEC, SpecUnusable
 from kafka_mirror.controller.inputs import MirrorInputs, SecretProblem, selection_patterns
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.controller.readers import Readers
@@ -36,7 +36,7 @@ from kafka_mirror.controller.status import (
     selection_status,
 )
 from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
-from kafka_mirror.kube import apply, delete
+from kafka_mirror.kube import apply, controller_uid, delete, read
 from kafka_mirror.patterns import pattern_error
 from kafka_mirror.render import CredentialEnv
 from kafka_mirror.topics import NameFilter, plan_topics
@@ -68,8 +68,9 @@ def desired_children(inputs: MirrorInputs, image: str) -> Desired:
         render.build_audit_cronjob(namespace, name, spec, envs, image),
         *render.build_audit_rbac(namespace, name),
     ]
-    for child in children:
-        kopf.adopt(child, owner=inputs.body)
+    # An owner reference only: kopf.adopt would copy the mirror's labels too, and a label can
+    # steer other controllers (a backup tool's exclusion, a proxy's, a GitOps tool's tracking).
+    kopf.append_owner_reference(children, owner=inputs.body)
     return Desired(config, envs, children)
 
 
@@ -86,6 +87,8 @@ def converge_children(
     ).hexdigest()
     if applied.is_recent(mirror, digest):
         return []
+    for child in desired.children:
+        claim(api, child, inputs.name, inputs.body["metadata"]["uid"])
     config_map = desired.children[0]
     before = _read_config_map(
         api, config_map["metadata"]["namespace"], config_map["metadata"]["name"]
@@ -96,6 +99,25 @@ def converge_children(
     if before == config_map["data"]:
         return []
     return [s.name for s in desired.config.selections] or ["(none)"]
+
+
+def claim(api: client.ApiClient, child: dict[str, Any], owner: str, owner_uid: str) -> None:
+    """Refuse a child whose name is taken by an object this mirror does not control: it is
+    someone else's (or another mirror's), and nothing of it may be changed. Raises
+    SpecUnusable; the check runs before anything is applied."""
+    metadata = child["metadata"]
+    kind, name = child["kind"], metadata["name"]
+    found = read(api, child["apiVersion"], kind, metadata["namespace"], name)
+    if found is None or controller_uid(found) == owner_uid:
+        return
+    raise SpecUnusable(
+        Problem(
+            CHILD_NAME_TAKEN,
+            f"{kind} {name} exists and is not KafkaMirror {owner}'s (no controller reference "
+            "to it): nothing of it was changed, and nothing of this mirror runs; give the "
+            f"mirror another name, or delete that {kind} if it is left over",
+        )
+    )
 
 
 def apply_child(api: client.ApiClient, child: dict[str, Any]) -> None:
@@ -125,9 +147,11 @@ def _read_config_map(api: client.ApiClient, namespace: str, name: str) -> dict[s
         raise
 
 
-def delete_children(api: client.ApiClient, namespace: str, name: str) -> None:
+def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
     """Remove the children now (the garbage collector would too, through the owner references,
-    but not every cluster runs it promptly, and nothing should mirror after the delete)."""
+    but not every cluster runs it promptly, and nothing should mirror after the delete): those
+    the mirror of `owner_uid` controls, each by its uid, so an object of the same name someone
+    else made is left alone."""
     for api_version, kind, child in (
         ("apps/v1", "Deployment", render.worker_name(name)),
         ("batch/v1", "CronJob", render.audit_cronjob_name(name)),
@@ -137,7 +161,9 @@ def delete_children(api: client.ApiClient, namespace: str, name: str) -> None:
         ("rbac.authorization.k8s.io/v1", "Role", render.audit_account_name(name)),
         ("v1", "ServiceAccount", render.audit_account_name(name)),
     ):
-        delete(api, api_version, kind, namespace, child)
+        found = read(api, api_version, kind, namespace, child)
+        if found is not None and controller_uid(found) == owner_uid:
+            delete(api, api_version, kind, namespace, child, found["metadata"]["uid"])
 
 
 # --- observing ------------------------------------------------------------------------------

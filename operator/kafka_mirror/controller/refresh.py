@@ -26,9 +26,9 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.controller.gate import MERGE_PATCH
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
 from kafka_mirror.controller.status import Event
+from kafka_mirror.kube import MERGE_PATCH
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ def post_event(api: client.ApiClient, raw: Mapping[str, Any], event: Event) -> N
 class StatusLoop:
     """Refreshes every served mirror's, then every selection's, status each `interval` seconds
     (a selection's status reports the source topics its mirror's refresh read), and tells
-    `gone` the mirrors no longer listed (or being deleted)."""
+    `gone` the mirrors no longer listed (or being deleted, or made again: another uid), with
+    the uid of the one that went."""
 
     def __init__(
         self,
@@ -122,7 +123,7 @@ class StatusLoop:
         interval: float,
         refresh_mirror: RefreshMirror,
         refresh_selection: RefreshSelection,
-        gone: Callable[[str], None],
+        gone: Callable[[str, str], None],
         workers: int = 16,
     ) -> None:
         self.lister, self.interval = lister, interval
@@ -130,7 +131,7 @@ class StatusLoop:
         self.gone = gone
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
         self._stopping, self._starting = threading.Event(), threading.Lock()
-        self._known: set[str] = set()
+        self._known: dict[str, str] = {}  # each mirror listed last, and its uid
         self._thread = threading.Thread(target=self._run, name="status-loop", daemon=True)
 
     def start(self) -> None:
@@ -158,17 +159,19 @@ class StatusLoop:
 
     def tick(self) -> None:
         mirrors = live(self.lister(MIRRORS))
-        present = {key_of(raw) for raw in mirrors}
-        for mirror in sorted(self._known - present):
+        present = {key_of(raw): str(raw["metadata"]["uid"]) for raw in mirrors}
+        for mirror, uid in sorted(self._known.items()):
+            if present.get(mirror) == uid:
+                continue
             try:
-                self.gone(mirror)
+                self.gone(mirror, uid)
             except Exception:  # the next tick tries again
                 logger.exception("mirror %s gone: clean-up failed with an exception", mirror)
-                present.add(mirror)
+                present.setdefault(mirror, uid)
         self._known = present
         self._each(self.refresh_mirror, mirrors)
         selections = live(self.lister(SELECTIONS))
-        self._each(lambda raw: self.refresh_selection(raw, present), selections)
+        self._each(lambda raw: self.refresh_selection(raw, set(present)), selections)
 
     def _each(self, refresh: Callable[[Raw], None], raws: list[Raw]) -> None:
         if self._stopping.is_set():
