@@ -64,6 +64,11 @@ def _operator(args: argparse.Namespace) -> None:
             worker_images=tuple(args.allowed_worker_image),
             spark_masters=tuple(args.allowed_spark_master),
             bootstrap_hosts=tuple(args.allowed_bootstrap_host),
+            plain_without_tls=args.allow_plain_without_tls,
+            pod_annotations=tuple(args.allowed_pod_annotation),
+            toleration_keys=tuple(args.allowed_toleration_key),
+            node_selectors=tuple(args.allowed_node_selector),
+            unlabelled_secrets=args.allow_unlabelled_secrets,
         ),
     )
     run(options, [] if args.all_namespaces else args.namespace, args.liveness or None)
@@ -231,6 +236,30 @@ def parser() -> argparse.ArgumentParser:
         metavar="PATTERN",
         help="allow only bootstrap servers whose host (or host:port) matches one of these "
         "patterns (`*` matches any characters; repeatable; default: any host)",
+    )
+    for flag, metavar, what in (
+        ("--allowed-pod-annotation", "PATTERN", "worker pod annotation keys"),
+        ("--allowed-toleration-key", "PATTERN", "worker pod toleration keys (`*`: any key)"),
+        ("--allowed-node-selector", "PATTERN", "worker pod node selectors, as key=value"),
+    ):
+        operator.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar=metavar,
+            help=f"allow {what} matching this pattern (`*` matches any characters; repeatable; "
+            "default: none)",
+        )
+    operator.add_argument(
+        "--allow-plain-without-tls",
+        action="store_true",
+        help="allow SASL PLAIN without TLS, which sends the password as it is (default: refused)",
+    )
+    operator.add_argument(
+        "--allow-unlabelled-secrets",
+        action="store_true",
+        help="let mirrors use any Secret of their namespace (default: only Secrets labelled "
+        "kafkamirror.io/credential=true)",
     )
     # Ports default from the environment too: the chart and the plain manifests set them there.
     operator.add_argument(

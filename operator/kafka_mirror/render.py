@@ -1,8 +1,8 @@
 """Pure functions from a KafkaMirror (and its selections) to the objects that run it.
 
 Every child is built here as a plain dict, ready for server-side apply; the controller adds the
-owner reference (`kopf.append_owner_reference`) and applies them. Nothing here talks to the API server, so the
-rendering is tested without one.
+owner reference (`kopf.append_owner_reference`) and applies them. Nothing here talks to the API
+server, so the rendering is tested without one.
 """
 
 from __future__ import annotations

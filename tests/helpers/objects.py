@@ -9,6 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
+from kafka_mirror.api.policy import CREDENTIAL_LABEL
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import end_offsets
 
@@ -71,11 +72,13 @@ def selection(
     }
 
 
-def secret(name: str, namespace: str, **data: str) -> dict[str, Any]:
+def secret(name: str, namespace: str, opted_in: bool = True, **data: str) -> dict[str, Any]:
+    """A Secret of `data`; `opted_in`: labelled for mirrors to use (policy.CREDENTIAL_LABEL)."""
+    labels = {CREDENTIAL_LABEL: "true"} if opted_in else {}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
 

@@ -106,13 +106,13 @@ def author(
     api.close()
 
 
-def plain_login(bootstrap: str) -> dict[str, Any]:
-    """A cluster the mirror logs in to with SASL PLAIN (the password in clear on the wire),
-    with the team's Secret."""
+def team_login(bootstrap: str, mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:
+    """A cluster the mirror logs in to with the team's Secret (`mechanism` PLAIN: the password
+    as it is on the wire, without TLS)."""
     return {
         "bootstrapServers": bootstrap,
         "sasl": {
-            "mechanism": "PLAIN",
+            "mechanism": mechanism,
             "usernameSecret": {"name": LOGIN, "key": "username"},
             "passwordSecret": {"name": LOGIN, "key": "password"},
         },

@@ -19,15 +19,17 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.kube import apply
 from kafka_mirror.render import DEFAULT_IMAGE
 from kafka_mirror_dev.apiserver import KubeApiServer
 from tests.helpers.kubectl import kubectl as run_kubectl
-from tests.helpers.objects import condition, exists, get_custom, mirror
-from tests.helpers.tenant import LOGIN, PASSWORD, USER, Listener, create, plain_login
+from tests.helpers.objects import condition, exists, get_custom, mirror, secret
+from tests.helpers.tenant import LOGIN, PASSWORD, USER, Listener, create, team_login
 from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.kube
 
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 STATUS_TICKS = 6  # seconds: three of the test operator's status refreshes
 
 
@@ -104,8 +106,26 @@ def warned(api: client.ApiClient, namespace: str, name: str) -> list[str]:
             "spark://attacker.example:7077",
             "--allowed-spark-master (chart value allowed.sparkMasters)",
         ),
+        (
+            "spec.worker.annotations",
+            {"worker": {"annotations": {"sidecar.istio.io/inject": "false"}}},  # out of the mesh
+            "sidecar.istio.io/inject",
+            "--allowed-pod-annotation (chart value allowed.podAnnotations)",
+        ),
+        (
+            "spec.worker.tolerations",
+            {"worker": {"tolerations": [{"key": CONTROL_PLANE, "operator": "Exists"}]}},
+            CONTROL_PLANE,
+            "--allowed-toleration-key (chart value allowed.tolerationKeys)",
+        ),
+        (
+            "spec.worker.nodeSelector",
+            {"worker": {"nodeSelector": {CONTROL_PLANE: ""}}},
+            f"{CONTROL_PLANE}=",
+            "--allowed-node-selector (chart value allowed.nodeSelectors)",
+        ),
     ],
-    ids=["own-worker-image", "own-spark-master"],
+    ids=["own-worker-image", "own-spark-master", "annotation", "toleration", "node-selector"],
 )
 @pytest.mark.usefixtures("guarded_operator")
 def test_a_value_off_the_allow_lists_is_reported_and_nothing_is_rendered(
@@ -118,7 +138,7 @@ def test_a_value_off_the_allow_lists_is_reported_and_nothing_is_rendered(
     value: str,
     flag: str,
 ) -> None:
-    allowed_host = plain_login(f"localhost:{listener.port}")
+    allowed_host = team_login(f"localhost:{listener.port}")
     create(author, mirror("steal", namespace, allowed_host, allowed_host, **spec))
     message = not_allowed_message(author, namespace, "steal")
     assert f"{field} {value!r} is not allowed" in message and flag in message
@@ -130,6 +150,37 @@ def test_a_value_off_the_allow_lists_is_reported_and_nothing_is_rendered(
 
 
 @pytest.mark.usefixtures("guarded_operator")
+def test_plain_without_tls_is_refused_and_sends_nothing(
+    kube_api: client.ApiClient, namespace: str, author: client.ApiClient, listener: Listener
+) -> None:
+    """SASL PLAIN sends the password as it is: without TLS, anyone on the path reads it."""
+    plain = team_login(f"localhost:{listener.port}", mechanism="PLAIN")
+    create(author, mirror("plain", namespace, plain, team_login(f"localhost:{listener.port}")))
+    message = not_allowed_message(author, namespace, "plain")
+    assert "spec.source.sasl.mechanism 'PLAIN' is not allowed" in message
+    assert "--allow-plain-without-tls (chart value allowed.plainWithoutTls)" in message
+    rendered_nothing(kube_api, namespace, "plain")
+    assert listener.connections == 0
+
+
+@pytest.mark.usefixtures("guarded_operator")
+def test_a_secret_that_did_not_opt_in_is_refused_and_reaches_no_pod(
+    kube_api: client.ApiClient, namespace: str, author: client.ApiClient, listener: Listener
+) -> None:
+    """The author may not read the other team's Secret, nor label it: a mirror naming it gets
+    nothing rendered, so no pod is given it, and the operator does not log in with it."""
+    apply(kube_api, secret("payments-login", namespace, opted_in=False, password="theirs-7f1"))
+    cluster = team_login(f"localhost:{listener.port}")
+    cluster["sasl"]["passwordSecret"] = {"name": "payments-login", "key": "password"}
+    create(author, mirror("borrow", namespace, cluster, team_login(f"localhost:{listener.port}")))
+    message = not_allowed_message(author, namespace, "borrow")
+    assert "a Secret 'payments-login' is not allowed" in message
+    assert "kafkamirror.io/credential=true" in message and "--allow-unlabelled-secrets" in message
+    rendered_nothing(kube_api, namespace, "borrow")
+    assert listener.connections == 0
+
+
+@pytest.mark.usefixtures("guarded_operator")
 def test_a_bootstrap_host_off_the_list_is_refused_before_any_connection(
     kube_api: client.ApiClient,
     namespace: str,
@@ -137,8 +188,8 @@ def test_a_bootstrap_host_off_the_list_is_refused_before_any_connection(
     listener: Listener,
 ) -> None:
     # The same port under a name the list does not hold: the operator would reach it.
-    theirs = plain_login(f"127.0.0.1:{listener.port}")
-    create(author, mirror("probe", namespace, theirs, plain_login(f"localhost:{listener.port}")))
+    theirs = team_login(f"127.0.0.1:{listener.port}")
+    create(author, mirror("probe", namespace, theirs, team_login(f"localhost:{listener.port}")))
     message = not_allowed_message(author, namespace, "probe")
     assert f"spec.source.bootstrapServers '127.0.0.1:{listener.port}' is not allowed" in message
     assert "--allowed-bootstrap-host (chart value allowed.bootstrapHosts)" in message
@@ -189,7 +240,7 @@ def test_a_running_mirror_turned_disallowed_is_stopped_and_resumes_when_fixed(
     author: client.ApiClient,
     listener: Listener,
 ) -> None:
-    cluster = plain_login(f"localhost:{listener.port}")
+    cluster = team_login(f"localhost:{listener.port}")
     create(author, mirror("m", namespace, cluster, cluster))
     apps, batch = client.AppsV1Api(kube_api), client.BatchV1Api(kube_api)
     wait_for(

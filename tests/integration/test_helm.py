@@ -190,12 +190,15 @@ def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
 @pytest.mark.parametrize(
     "values",
     [
-        "watch.allNamespaces=true",
-        "watch.namespaces={team-a,team-b}",
+        "watch.allNamespaces=true,allowed.anyBootstrapHost=true",
+        "watch.namespaces={team-a,team-b},allowed.bootstrapHosts={kafka-*.kafka.svc}",
         "metrics.serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true",
         "allowed.workerImages={registry.example.com/platform/*},"
         "allowed.sparkMasters={spark://spark-master.spark.svc:7077},"
-        "allowed.bootstrapHosts={kafka-*.kafka.svc.cluster.local,broker.example.com:9093}",
+        "allowed.bootstrapHosts={kafka-*.kafka.svc.cluster.local,broker.example.com:9093},"
+        "allowed.podAnnotations={prometheus.io/*},allowed.tolerationKeys={dedicated},"
+        "allowed.nodeSelectors={pool=kafka},allowed.plainWithoutTls=true,"
+        "allowed.unlabelledSecrets=true",
     ],
 )
 def test_the_chart_lints_and_renders_with_its_options(
@@ -215,17 +218,22 @@ def test_the_chart_lints_and_renders_with_its_options(
     ][0]["args"]
     if "allNamespaces" in values:
         assert "ClusterRole" in kinds and "Role" not in kinds and "--all-namespaces" in args
+    elif "team-a" in values:
+        roles = [d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"]
+        assert roles == ["team-a", "team-b"]
+        assert "--namespace=team-a" in args and "--namespace=team-b" in args
     elif "allowed" in values:
         assert args[4:] == [
             "--allowed-worker-image=registry.example.com/platform/*",
             "--allowed-spark-master=spark://spark-master.spark.svc:7077",
             "--allowed-bootstrap-host=kafka-*.kafka.svc.cluster.local",
             "--allowed-bootstrap-host=broker.example.com:9093",
+            "--allowed-pod-annotation=prometheus.io/*",
+            "--allowed-toleration-key=dedicated",
+            "--allowed-node-selector=pool=kafka",
+            "--allow-plain-without-tls",
+            "--allow-unlabelled-secrets",
         ]
-    elif "team-a" in values:
-        roles = [d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"]
-        assert roles == ["team-a", "team-b"]
-        assert "--namespace=team-a" in args and "--namespace=team-b" in args
     else:
         assert kinds.count("ServiceMonitor") == 2 and "PrometheusRule" in kinds
         dashboard = next(d for d in docs if d["kind"] == "ConfigMap")
@@ -247,8 +255,11 @@ def test_the_values_schema_refuses_a_misspelt_value(helm: Path, tmp_path: Path) 
     ("values", "workers_in"),
     [
         ("", ["kafka-mirror"]),
-        ("watch.namespaces={team-a,team-b}", ["team-a", "team-b"]),
-        ("watch.allNamespaces=true", []),  # examples/networkpolicy-workers.yaml per namespace
+        ("watch.namespaces={team-a,team-b},allowed.anyBootstrapHost=true", ["team-a", "team-b"]),
+        (
+            "watch.allNamespaces=true,allowed.anyBootstrapHost=true",
+            [],
+        ),  # examples/networkpolicy-workers.yaml per namespace
         ("networkPolicy.enabled=false", None),
     ],
 )
@@ -294,3 +305,31 @@ def test_network_policies_take_the_installers_peers(helm: Path, tmp_path: Path) 
     policies = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "NetworkPolicy"]
     assert len(policies) == 2
     assert all(p["spec"]["ingress"][0]["from"] == [peer] for p in policies)
+
+
+@pytest.mark.parametrize("watch", ["watch.allNamespaces=true", "watch.namespaces={team-a}"])
+def test_the_chart_refuses_other_namespaces_without_a_bootstrap_host_allow_list(
+    helm: Path, tmp_path: Path, watch: str
+) -> None:
+    """Mirrors in team namespaces could send the Secrets they use to any host: the installer
+    bounds the hosts, or says in a value that any host is meant."""
+    result = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART), "--set", watch],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HELM_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert result.returncode != 0
+    assert "needs allowed.bootstrapHosts" in result.stderr, result.stderr
+    own = run_helm(
+        helm,
+        tmp_path,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        "team-a",
+        "--set",
+        "watch.namespaces={team-a}",
+    )
+    assert "kind: Deployment" in own  # the release's own namespace alone needs no list

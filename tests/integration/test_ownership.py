@@ -15,7 +15,7 @@ from kubernetes import client
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.kube import apply, read
 from tests.helpers.objects import condition, exists, get_custom, mirror
-from tests.helpers.tenant import Listener, create, plain_login
+from tests.helpers.tenant import Listener, create, team_login
 from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.kube
@@ -89,7 +89,7 @@ def test_a_mirror_whose_child_name_is_taken_leaves_the_object_alone(
     bystander = make(taken, namespace)
     apply(kube_api, bystander)
     before = snapshot(kube_api, bystander)
-    cluster = plain_login(f"localhost:{listener.port}")
+    cluster = team_login(f"localhost:{listener.port}")
 
     create(author, mirror(name, namespace, cluster, cluster))
     message = wait_for_reason(author, namespace, name, "ChildNameTaken")
@@ -131,7 +131,7 @@ def test_a_mirrors_labels_stay_on_the_mirror(
     """Labels steer other controllers (a backup tool's exclusion, a proxy's, a GitOps tool's
     tracking): the children get the operator's labels and an owner reference, not the mirror's
     labels."""
-    cluster = plain_login(f"localhost:{listener.port}")
+    cluster = team_login(f"localhost:{listener.port}")
     body = mirror("m", namespace, cluster, cluster)
     body["metadata"]["labels"] = {"velero.io/exclude-from-backup": "true"}
     create(author, body)

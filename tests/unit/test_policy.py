@@ -187,3 +187,82 @@ def test_the_gate_tells_an_invalid_spec_from_one_not_allowed() -> None:
         "spec.worker.image 'evil.example/steal:1' is not allowed"
         in disallowed.value.problem.message
     )
+
+
+# --- PLAIN, pod placement -------------------------------------------------------------------
+
+LOGIN = {"usernameSecret": {"name": "s", "key": "u"}, "passwordSecret": {"name": "s", "key": "p"}}
+
+
+def cluster(alias: str, mechanism: str, tls: bool) -> dict[str, Any]:
+    return {
+        "alias": alias,
+        "bootstrapServers": f"kafka-{alias.lower()}.kafka.svc.cluster.local:9093",
+        "sasl": {"mechanism": mechanism, **LOGIN},
+        "tls": {"enabled": tls},
+    }
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "tls", "allowed"),
+    [
+        ("PLAIN", False, False),  # the password as it is, on the wire
+        ("PLAIN", True, True),
+        ("SCRAM-SHA-512", False, True),
+        ("SCRAM-SHA-256", True, True),
+    ],
+)
+def test_plain_is_allowed_only_over_tls(mechanism: str, tls: bool, allowed: bool) -> None:
+    doc = spec(source=cluster("A", mechanism, tls))
+    messages = refused(doc)
+    assert messages == (
+        []
+        if allowed
+        else [
+            "spec.source.sasl.mechanism 'PLAIN' is not allowed (allowed: PLAIN with "
+            "spec.source.tls.enabled, SCRAM-SHA-256, SCRAM-SHA-512): change "
+            "spec.source.sasl.mechanism, or have the operator's installer allow it with "
+            "--allow-plain-without-tls (chart value allowed.plainWithoutTls)"
+        ]
+    )
+    assert refused(doc, AllowLists(plain_without_tls=True)) == []
+
+
+PLACEMENT = {
+    "annotations": {"sidecar.istio.io/inject": "false", "prometheus.io/scrape": "true"},
+    "tolerations": [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"},
+        {"operator": "Exists"},
+    ],
+    "nodeSelector": {"pool": "kafka"},
+}
+
+
+def test_pod_annotations_tolerations_and_node_selectors_need_the_installers_word() -> None:
+    values = [m.split(" is not")[0] for m in refused(spec(worker=PLACEMENT))]
+    assert values == [
+        "spec.worker.annotations 'prometheus.io/scrape'",
+        "spec.worker.annotations 'sidecar.istio.io/inject'",
+        "spec.worker.tolerations 'node-role.kubernetes.io/control-plane'",
+        "spec.worker.tolerations ''",  # no key: tolerates every taint
+        "spec.worker.nodeSelector 'pool=kafka'",
+    ]
+    platform = AllowLists(
+        pod_annotations=("prometheus.io/*",),
+        toleration_keys=("dedicated",),
+        node_selectors=("pool=*",),
+    )
+    messages = refused(spec(worker=PLACEMENT), platform)
+    assert [m.split(" is not")[0] for m in messages] == [
+        "spec.worker.annotations 'sidecar.istio.io/inject'",
+        "spec.worker.tolerations 'node-role.kubernetes.io/control-plane'",
+        "spec.worker.tolerations ''",
+    ]
+    assert "--allowed-toleration-key (chart value allowed.tolerationKeys)" in messages[1]
+    assert (
+        refused(
+            spec(worker=PLACEMENT),
+            AllowLists(pod_annotations=("*",), toleration_keys=("*",), node_selectors=("*",)),
+        )
+        == []
+    )

@@ -10,7 +10,15 @@ those credentials go are bounded by allow-lists from the operator's flags (the c
 - Spark masters: local mode inside the audit pod (`local`, `local[N]`, `local[*]`), and the
   masters listed with `--allowed-spark-master`;
 - bootstrap hosts: any, unless `--allowed-bootstrap-host` patterns are given; then every
-  `host:port` of both clusters must match one, checked before the operator connects.
+  `host:port` of both clusters must match one, checked before the operator connects;
+- SASL PLAIN only over TLS (it sends the password as it is), unless
+  `--allow-plain-without-tls`;
+- the worker pods' annotation keys, toleration keys and node selectors (`key=value`): none but
+  those matching `--allowed-pod-annotation`, `--allowed-toleration-key` and
+  `--allowed-node-selector` patterns (an annotation can take the pod out of a mesh or put it on
+  another network, a toleration and a selector can place it on the control plane's nodes);
+- credential Secrets: only those labelled `kafkamirror.io/credential: "true"` (checked by the
+  controller, which reads them), unless `--allow-unlabelled-secrets`.
 
 A spec outside them is reported, naming the field, the value and the flag that would allow it;
 the operator renders and connects nothing for it. Pure functions: the controller decides what
@@ -23,6 +31,9 @@ import re
 from dataclasses import dataclass
 
 from kafka_mirror.api.models import KafkaMirrorSpec
+
+# The label a Secret carries to let mirrors use it (unless the installer allows any Secret).
+CREDENTIAL_LABEL = "kafkamirror.io/credential"
 
 # Spark's local mode, in the audit pod itself: no cluster to send the job (and the credentials
 # in its options) to. N is bounded so a typo cannot ask for a million threads.
@@ -43,6 +54,11 @@ class AllowLists:
     worker_images: tuple[str, ...] = ()
     spark_masters: tuple[str, ...] = ()
     bootstrap_hosts: tuple[str, ...] = ()  # empty: any host
+    plain_without_tls: bool = False
+    pod_annotations: tuple[str, ...] = ()  # patterns of keys
+    toleration_keys: tuple[str, ...] = ()  # patterns; `*` allows a toleration with no key
+    node_selectors: tuple[str, ...] = ()  # patterns of `key=value`
+    unlabelled_secrets: bool = False  # Secrets without CREDENTIAL_LABEL too
 
 
 @dataclass(frozen=True)
@@ -64,8 +80,12 @@ class NotAllowed:
         )
 
 
+def matches(value: str, patterns: tuple[str, ...]) -> bool:
+    return any(glob(p).fullmatch(value) for p in patterns)
+
+
 def image_allowed(image: str, allowed: AllowLists, own_image: str) -> bool:
-    return image == own_image or any(glob(p).fullmatch(image) for p in allowed.worker_images)
+    return image == own_image or matches(image, allowed.worker_images)
 
 
 def master_allowed(master: str, allowed: AllowLists) -> bool:
@@ -109,6 +129,21 @@ def not_allowed(spec: KafkaMirrorSpec, allowed: AllowLists, own_image: str) -> l
             )
         )
     for role, cluster in (("source", spec.source), ("target", spec.target)):
+        if (
+            cluster.sasl is not None
+            and cluster.sasl.mechanism == "PLAIN"
+            and not cluster.tls.enabled
+            and not allowed.plain_without_tls
+        ):
+            refused.append(
+                NotAllowed(
+                    f"spec.{role}.sasl.mechanism",
+                    "PLAIN",
+                    f"PLAIN with spec.{role}.tls.enabled, SCRAM-SHA-256, SCRAM-SHA-512",
+                    "--allow-plain-without-tls",
+                    "allowed.plainWithoutTls",
+                )
+            )
         for entry in cluster.bootstrap_servers.split(","):
             if not bootstrap_allowed(entry, allowed):
                 refused.append(
@@ -120,4 +155,27 @@ def not_allowed(spec: KafkaMirrorSpec, allowed: AllowLists, own_image: str) -> l
                         "allowed.bootstrapHosts",
                     )
                 )
-    return refused
+    return refused + _pod_placement(spec, allowed)
+
+
+def _pod_placement(spec: KafkaMirrorSpec, allowed: AllowLists) -> list[NotAllowed]:
+    """The worker pods' annotations, tolerations and node selectors off the allow-lists."""
+    pod = spec.worker
+    asked = [
+        *(("annotations", key, allowed.pod_annotations) for key in sorted(pod.annotations)),
+        *(("tolerations", t.key or "", allowed.toleration_keys) for t in pod.tolerations),
+        *(
+            ("nodeSelector", f"{key}={value}", allowed.node_selectors)
+            for key, value in sorted(pod.node_selector.items())
+        ),
+    ]
+    flags = {
+        "annotations": ("--allowed-pod-annotation", "allowed.podAnnotations"),
+        "tolerations": ("--allowed-toleration-key", "allowed.tolerationKeys"),
+        "nodeSelector": ("--allowed-node-selector", "allowed.nodeSelectors"),
+    }
+    return [
+        NotAllowed(f"spec.worker.{field}", value, ", ".join(patterns) or "none", *flags[field])
+        for field, value, patterns in asked
+        if not matches(value, patterns)
+    ]

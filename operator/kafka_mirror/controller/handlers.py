@@ -102,7 +102,14 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             if unusable.problem.reason == gate.NOT_ALLOWED:
                 gate.stop_children(api, namespace, name, mirror.metadata.uid or "")
             raise
-        return MirrorInputs(api, mirror, spec, previous, selections_of(mirror, indices))
+        return MirrorInputs(
+            api,
+            mirror,
+            spec,
+            previous,
+            selections_of(mirror, indices),
+            any_secret=options.allowed.unlabelled_secrets,
+        )
 
     def previous_of(mirror: kopf.Body) -> KafkaMirrorStatus:
         return KafkaMirrorStatus.model_validate(dict(mirror.get("status") or {}))

@@ -15,9 +15,12 @@ from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror import render
 from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.policy import CREDENTIAL_LABEL, NotAllowed
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import operations
+from kafka_mirror.controller.gate import NOT_ALLOWED, SpecUnusable
+from kafka_mirror.controller.status import Problem
 from kafka_mirror.render import CredentialEnv
 
 
@@ -34,13 +37,19 @@ def selection_patterns(name: str, spec: Any) -> SelectionPatterns:
 
 
 class Secrets:
-    """The Secrets of one namespace, each read at most once (None when it does not exist)."""
+    """The Secrets of one namespace, each read at most once (None when it does not exist).
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.api, self.namespace = api, namespace
+    A mirror may use a Secret only if the Secret opts in (`CREDENTIAL_LABEL`), unless the
+    installer allows any: writing a mirror must not send a Secret its author cannot read to a
+    cluster of their choosing, and a label is something only who may write the Secret can set.
+    """
+
+    def __init__(self, api: client.ApiClient, namespace: str, any_secret: bool = False) -> None:
+        self.api, self.namespace, self.any_secret = api, namespace, any_secret
         self._read: dict[str, client.V1Secret | None] = {}
 
     def get(self, name: str) -> client.V1Secret | None:
+        """The Secret, or None; SpecUnusable (NotAllowed) when it has not opted in."""
         if name not in self._read:
             try:
                 self._read[name] = client.CoreV1Api(self.api).read_namespaced_secret(
@@ -50,7 +59,18 @@ class Secrets:
                 if error.status != 404:
                     raise
                 self._read[name] = None
-        return self._read[name]
+        secret = self._read[name]
+        labels = (secret.metadata.labels if secret and secret.metadata else None) or {}
+        if secret is not None and not self.any_secret and labels.get(CREDENTIAL_LABEL) != "true":
+            refused = NotAllowed(
+                "a Secret",
+                name,
+                f"Secrets labelled {CREDENTIAL_LABEL}=true",
+                "--allow-unlabelled-secrets",
+                "allowed.unlabelledSecrets",
+            )
+            raise SpecUnusable(Problem(NOT_ALLOWED, refused.message))
+        return secret
 
     def versions(self, envs: list[CredentialEnv]) -> dict[str, str]:
         """Each referenced Secret's resourceVersion, so a rotation rolls the workers."""
@@ -88,10 +108,11 @@ class MirrorInputs:
     spec: KafkaMirrorSpec  # as requested
     previous: KafkaMirrorStatus
     selections: list[SelectionPatterns]
+    any_secret: bool = False  # the installer allows Secrets without the opt-in label
     secrets: Secrets = field(init=False)
 
     def __post_init__(self) -> None:
-        self.secrets = Secrets(self.api, self.namespace)
+        self.secrets = Secrets(self.api, self.namespace, self.any_secret)
 
     @property
     def namespace(self) -> str:
