@@ -90,9 +90,17 @@ def _cluster(
     brokers: int = 1,
     authorizer: bool = False,
     host: str = "127.0.0.1",
+    offsets_retention_minutes: int | None = None,
 ) -> Iterator[LocalKafka]:
     workdir = tmp_path_factory.mktemp(f"kafka-{alias}")
-    cluster = LocalKafka(alias, workdir, brokers=brokers, authorizer=authorizer, host=host)
+    cluster = LocalKafka(
+        alias,
+        workdir,
+        brokers=brokers,
+        authorizer=authorizer,
+        host=host,
+        offsets_retention_minutes=offsets_retention_minutes,
+    )
     cluster.start()
     yield cluster
     cluster.remove()
@@ -306,6 +314,15 @@ def node_kafka_a(
     """Kafka cluster A listening on (and advertising) the node's bridge address, which pods
     reach."""
     yield from _cluster("A", tmp_path_factory, host=GATEWAY)
+
+
+@pytest.fixture(scope="session")
+def node_kafka_a_forgetful(
+    kube_node: KubeNode, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalKafka]:
+    """A cluster A on the node's bridge address that forgets an empty group's offsets after one
+    minute (`offsets.retention.minutes`, 7 days by default): the long outage in short."""
+    yield from _cluster("A", tmp_path_factory, host=GATEWAY, offsets_retention_minutes=1)
 
 
 @pytest.fixture(scope="session")

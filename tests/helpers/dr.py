@@ -21,7 +21,7 @@ from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.failover import newest_checkpoints
 from tests.helpers.kafka import Record, consume, create_topics, end_offsets, produce, unique
-from tests.helpers.objects import mirror, selection, status_of
+from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
 from tests.helpers.worker import group_offsets, read_partition, wait_for
 
 PARTITIONS = 3
@@ -261,3 +261,71 @@ class AckedProducer(threading.Thread):
         self.stopping.set()
         self.join(30)
         self.producer.flush(30)
+
+
+def mirrored_scenario(
+    api: client.ApiClient, namespace: str, a: LocalKafka, b: LocalKafka
+) -> Scenario:
+    """The scenario started, 100 more records on A, and all 400 on B with the group's
+    checkpoints."""
+    scenario = start_scenario(api, namespace, a, b)
+    produce(a.bootstrap_servers, scenario.topic, values(scenario.topic, 300, 100))
+    assert len(remote_values(b, scenario.remote, 400)) == 400
+    checkpoints_follow(b, a, scenario.app, scenario.topic)
+    return scenario
+
+
+def fail_over_behind(
+    api: client.ApiClient,
+    namespace: str,
+    a: LocalKafka,
+    b: LocalKafka,
+    scenario: Scenario,
+    on_b: int,
+) -> list[bytes]:
+    """From a scenario whose first 400 records B holds: the mirror falls behind by 50 records,
+    A is lost, and a-to-b is failed over declaratively (RPO 50) and unpaused (its failover keeps
+    it stopped). On B the group reads `t.A` from its translated offsets, producers write `on_b`
+    records to the local `t` and the group reads 100 of them. A is started again, and a-to-b
+    counts what A holds that B never had (the 50). Returns what the group read on B."""
+    t, app = scenario.topic, scenario.app
+    pause_until_stopped(api, namespace, "a-to-b")
+    produce(a.bootstrap_servers, t, values(t, 400, 50))
+    wait_for(lambda: status_of(api, namespace, "a-to-b").get("totalLag") == 50, 60, "lag 50")
+    a.stop()
+    try:
+        patch_spec(api, namespace, "a-to-b", {"operation": {"type": "Failover", "id": "a-lost"}})
+        wait_for(lambda: operation_of(api, namespace).get("phase") == "Completed", 120, "failover")
+        assert operation_of(api, namespace)["rpo"]["totalRecords"] == 50
+        patch_spec(api, namespace, "a-to-b", {"paused": False})
+        read_on_b = application(b, app, [scenario.remote], limit=None)
+        create_topics(b.bootstrap_servers, [t], partitions=PARTITIONS)
+        produce(b.bootstrap_servers, t, values(f"{t}-on-b", 0, on_b))
+        read_on_b += application(b, app, [t], limit=100)
+    finally:
+        a.start()
+    # A restarted serves its partitions a while after it listens (its metadata caught up): on
+    # a busy machine, well over a minute.
+    wait_for(
+        lambda: bool(operation_of(api, namespace).get("sourceBack")),
+        240,
+        lambda: f"a-to-b to count A's records: {status_of(api, namespace, 'a-to-b')}",
+    )
+    assert operation_of(api, namespace)["sourceBack"]["totalRecords"] == 50
+    return read_on_b
+
+
+def start_failback(
+    api: client.ApiClient, namespace: str, a: LocalKafka, b: LocalKafka, topic: str
+) -> None:
+    """The reverse mirror b-to-a (`t` as `t.B`; never `t.A` back), once it is Ready."""
+    source = {"alias": "B", "bootstrapServers": b.bootstrap_servers}
+    target = {"alias": "A", "bootstrapServers": a.bootstrap_servers}
+    apply(api, mirror("b-to-a", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
+    apply(api, selection("failback", namespace, "b-to-a", [topic], (".*\\.A",)))
+
+    def ready() -> bool:
+        b_to_a = get_custom(api, namespace, "kafkamirrors", "b-to-a")
+        return condition(b_to_a, "Ready").get("status") == "True"
+
+    wait_for(ready, 120, lambda: f"b-to-a to be Ready: {status_of(api, namespace, 'b-to-a')}")

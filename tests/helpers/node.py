@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,3 +115,21 @@ class NodeStack:
     namespace: str
     operator: OperatorProcess
     pods: NodePods
+
+
+@contextmanager
+def region_gone(cluster: LocalKafka) -> Iterator[None]:
+    """Every packet to the cluster's client ports dropped by the host's firewall, as when its
+    region is gone: connections hang until their timeouts instead of being refused at once (a
+    stopped broker refuses them). The rule goes when the block ends."""
+    ports = ",".join(
+        str(port)
+        for node in cluster.nodes
+        for port in (node.port, node.sasl_port, node.ssl_port, node.sasl_ssl_port)
+    )
+    rule = ["INPUT", "-d", cluster.host, "-p", "tcp", "-m", "multiport", "--dports", ports]
+    subprocess.run(["iptables", "-I", *rule, "-j", "DROP"], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["iptables", "-D", *rule, "-j", "DROP"], check=True)

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import yaml
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror_dev.clients import DetachedAdmin
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.prerequisites import worker_env
@@ -203,6 +205,15 @@ def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) 
     finally:
         consumer.close()
     return out
+
+
+def copies(kafka_b: LocalKafka, remote: str, partition: int) -> Counter[int]:
+    """How many copies of each source offset the remote partition holds (by their headers)."""
+    found: Counter[int] = Counter()
+    for record in read_partition(kafka_b, remote, partition, 0):
+        headers = [v for k, v in record.headers if k == PROVENANCE_HEADER]
+        found[Provenance.decode(headers[-1]).offset] += 1
+    return found
 
 
 def commit_group(cluster: LocalKafka, group: str, topic: str, offsets: dict[int, int]) -> None:

@@ -1,19 +1,41 @@
 """Drills of the hand-overs in the states where they are hardest, on the real node with the real
 operator, judged from Kafka: a Promote whose group sits on an empty partition, past an aborted
 transaction and at the edge of one still open on the source; a Failover after the group was
-rewound on A, with its offsets on B synced forward before the rewind."""
+rewound on A, with its offsets on B synced forward before the rewind; a failover longer than the
+source's offsets retention, failed back and returned; a failover by an operator that never
+reached the lost region."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 from kubernetes import client
 
+from kafka_mirror.api.worker_config import WORKER_GROUP_PREFIX
 from kafka_mirror.kube import apply
-from tests.helpers.dr import application, operation_of, patch_spec
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.node import KubeNode
+from tests.helpers.audit import delete_before
+from tests.helpers.dr import (
+    MAX_LAG,
+    PARTITIONS,
+    application,
+    checkpoints_follow,
+    fail_over_behind,
+    failed_over_consumer_checks,
+    mirrored_scenario,
+    operation_of,
+    patch_spec,
+    remote_values,
+    run_cli,
+    start_failback,
+    start_scenario,
+    values,
+)
 from tests.helpers.failover import newest_checkpoints
 from tests.helpers.kafka import (
     Record,
@@ -24,9 +46,15 @@ from tests.helpers.kafka import (
     produce,
     unique,
 )
-from tests.helpers.node import NodeStack
-from tests.helpers.objects import mirror, selection
-from tests.helpers.worker import commit_group, group_offsets, read_partition, wait_for
+from tests.helpers.node import NodeStack, region_gone
+from tests.helpers.objects import mirror, selection, status_of
+from tests.helpers.worker import (
+    commit_group,
+    copies,
+    group_offsets,
+    read_partition,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
 
@@ -155,3 +183,84 @@ def test_a_group_rewound_on_a_resumes_on_b_at_the_rewound_position_after_a_failo
     read = set(application(b, app, [remote], limit=None))
     expected = {r.value for r in tagged("r", 2_000, (0, 1)) if int(r.key.split(b"-")[1]) >= 400}
     assert read == expected, (len(read), len(expected))
+
+
+def test_a_failover_longer_than_the_sources_offsets_retention_fails_back_without_a_recopy(
+    node_stack: NodeStack,
+    node_kafka_a_forgetful: LocalKafka,
+    kube_node: KubeNode,
+) -> None:
+    """The long outage, in short: A forgets an empty group's offsets after a minute (Kafka's
+    default is 7 days), so the mirror's own group on A expires while it stands failed over, and
+    A's retention removes records below its position (on 0, ten it had not copied yet; on 1,
+    only copied ones). After the failback and the return, a-to-b resumes where its copies on B
+    end: no source offset copied twice, none copied again from a log start, and the ten counted
+    lost to retention, exactly; the application reads every other record."""
+    a, b = node_kafka_a_forgetful, node_stack.kafka_b
+    api, namespace = node_stack.api, node_stack.namespace
+    scenario = mirrored_scenario(api, namespace, a, b)
+    t, app = scenario.topic, scenario.app
+
+    # The mirror falls behind by 50 records (16, 17 and 17 a partition), and A is lost.
+    read_on_b = fail_over_behind(api, namespace, a, b, scenario, on_b=3_000)
+
+    # The outage outlasts A's offsets retention: the mirror's group is gone. Then retention
+    # moves the log starts past its position on 0 (offsets 134-143 never copied), and below it
+    # on 1 (copied up to 132); partition 2 keeps its whole log.
+    workers = f"{WORKER_GROUP_PREFIX}{namespace}.a-to-b"
+    wait_for(lambda: group_offsets(a, workers) == {}, 180, f"A to forget {workers}'s offsets")
+    delete_before(a, t, {0: 144, 1: 100})
+    lost = {r.value for r in values(t, 0, 450) if r.partition == 0 and 402 <= int(r.key[1:]) < 432}
+    assert len(lost) == 10
+
+    start_failback(api, namespace, a, b, t)
+    printed = run_cli(
+        kube_node.kubeconfig,
+        *("return", "b-to-a", "--resume", "a-to-b", "--namespace", namespace),
+        *("--id", "back-to-a", "--timeout", "240"),
+    )
+    assert "Completed" in printed, printed
+    assert operation_of(api, namespace, "b-to-a")["rpo"]["totalRecords"] == 0
+
+    # a-to-b resumed after its last copies: each source offset on B once, the lost ten never.
+    remote = f"{t}.A"
+    assert remote_values(b, remote, 440) == {r.value for r in values(t, 0, 450)} - lost
+    assert copies(b, remote, 0) == Counter([*range(134), *range(144, 150)])
+    assert copies(b, remote, 1) == Counter(range(150))
+    assert copies(b, remote, 2) == Counter(range(150))
+    wait_for(
+        lambda: status_of(api, namespace, "a-to-b").get("totalLostToRetention") == 10,
+        60,
+        lambda: f"the ten lost records in a-to-b's status: {status_of(api, namespace, 'a-to-b')}",
+    )
+    assert "resuming after the last copy on the target" in node_stack.pods.worker_logs("a-to-b")
+
+    # The application, back on A: t.B (what B took), then t. Every record but the lost is read.
+    read_on_a = application(a, app, [f"{t}.B"], limit=None)
+    read_on_a += application(a, app, [t], limit=None)
+    produced = {r.value or b"" for r in [*values(t, 0, 450), *values(f"{t}-on-b", 0, 3_000)]}
+    read = Counter([*scenario.read_on_a, *read_on_b, *read_on_a])
+    assert produced - set(read) == lost, sorted(produced - set(read) - lost)[:3]
+    assert sum(n - 1 for n in read.values()) <= 2 * MAX_LAG * PARTITIONS
+
+
+def test_a_failover_completes_though_the_operator_never_reached_the_lost_region(
+    node_stack: NodeStack,
+) -> None:
+    """The operator runs in B's region: A's region goes (its packets dropped, so every
+    connection to A hangs until its timeout), and the operator restarts after that, never
+    having reached A. The Failover needs nothing of A: it completes, and the group resumes on B
+    where it stood on A."""
+    a, b = node_stack.kafka_a, node_stack.kafka_b
+    api, namespace = node_stack.api, node_stack.namespace
+    scenario = start_scenario(api, namespace, a, b)
+    assert len(remote_values(b, scenario.remote, 300)) == 300
+    checkpoints_follow(b, a, scenario.app, scenario.topic)
+    with region_gone(a):
+        node_stack.operator.kill()
+        node_stack.operator.start()
+        patch_spec(api, namespace, "a-to-b", {"operation": {"type": "Failover", "id": "region"}})
+        completed(node_stack, "failover")
+        assert operation_of(api, namespace)["rpo"]["totalRecords"] == 0
+        on_b = {r.value or b"" for r in values(scenario.topic, 0, 300)}
+        failed_over_consumer_checks(b, scenario.app, scenario.remote, on_b, scenario.read_on_a)

@@ -23,25 +23,23 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kafka_mirror.kube import apply
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.node import KubeNode
 from tests.helpers.dr import (
     MAX_LAG,
     PARTITIONS,
     application,
-    checkpoints_follow,
+    fail_over_behind,
+    mirrored_scenario,
     operation_of,
-    patch_spec,
-    pause_until_stopped,
     remote_values,
-    start_scenario,
+    start_failback,
     values,
     workers_stopped,
 )
-from tests.helpers.kafka import admin_for, client_quota, create_topics, produce
+from tests.helpers.kafka import admin_for, client_quota, produce
 from tests.helpers.node import NodeStack
-from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
+from tests.helpers.objects import condition, get_custom, status_of
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node]
@@ -64,59 +62,20 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
 ) -> None:
     kafka_a, kafka_b = node_stack.kafka_a, node_stack.kafka_b
     kube_api, namespace = node_stack.api, node_stack.namespace
-    scenario = start_scenario(kube_api, namespace, kafka_a, kafka_b)
+    scenario = mirrored_scenario(kube_api, namespace, kafka_a, kafka_b)
     t, app = scenario.topic, scenario.app
-    produce(kafka_a.bootstrap_servers, t, values(t, 300, 100))
-    assert len(remote_values(kafka_b, f"{t}.A", 400)) == 400
-    checkpoints_follow(kafka_b, kafka_a, app, t)
 
-    # The mirror falls behind by 50 records, then A is cut off: fail over, declaratively.
-    pause_until_stopped(kube_api, namespace, "a-to-b")
-    produce(kafka_a.bootstrap_servers, t, values(t, 400, 50))
-    wait_for(lambda: status_of(kube_api, namespace, "a-to-b").get("totalLag") == 50, 60, "lag 50")
-    kafka_a.stop()
-    try:
-        patch_spec(
-            kube_api, namespace, "a-to-b", {"operation": {"type": "Failover", "id": "a-lost"}}
-        )
-        wait_for(
-            lambda: operation_of(kube_api, namespace).get("phase") == "Completed", 120, "failover"
-        )
-        assert operation_of(kube_api, namespace)["rpo"]["totalRecords"] == 50
-        # Unpaused, a-to-b stays stopped: its failover keeps it so until it is returned to.
-        patch_spec(kube_api, namespace, "a-to-b", {"paused": False})
-
-        # On B: the group reads t.A from its translated offsets; producers write the local t,
-        # of which the group reads 100 before it commits and leaves.
-        read_on_b = application(kafka_b, app, [f"{t}.A"], limit=None)
-        create_topics(kafka_b.bootstrap_servers, [t], partitions=PARTITIONS)
-        produce(kafka_b.bootstrap_servers, t, values(f"{t}-on-b", 0, ON_B))
-        read_on_b += application(kafka_b, app, [t], limit=100)
-    finally:
-        kafka_a.start()
+    # The mirror falls behind by 50 records, then A is cut off: fail over, declaratively. On B
+    # the group reads t.A, producers write the local t (100,000 records) and the group reads
+    # part of it. A comes back, and a-to-b says what A holds that B never had: the 50.
+    read_on_b = fail_over_behind(kube_api, namespace, kafka_a, kafka_b, scenario, on_b=ON_B)
 
     # A is back, slowed by a quota, and B took a lot: the reverse mirror B→A (t as t.B; never
     # t.A back) turns Ready with a backlog, and the return is asked at once, as the runbook's
     # `kubectl wait --for=condition=Ready` then `kafka-mirror return` would.
-    # a-to-b says what A holds that B never had: the 50 it was behind by (A took none since).
-    wait_for(
-        lambda: bool(operation_of(kube_api, namespace).get("sourceBack")),
-        60,
-        lambda: f"a-to-b to count A's records: {status_of(kube_api, namespace, 'a-to-b')}",
-    )
-    assert operation_of(kube_api, namespace)["sourceBack"]["totalRecords"] == 50
     client_quota(kafka_a, f"producer_byte_rate={SLOW_A}")
     request.addfinalizer(lambda: client_quota(kafka_a, None))  # A serves the other tests too
-    source = {"alias": "B", "bootstrapServers": kafka_b.bootstrap_servers}
-    target = {"alias": "A", "bootstrapServers": kafka_a.bootstrap_servers}
-    apply(kube_api, mirror("b-to-a", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
-    apply(kube_api, selection("failback", namespace, "b-to-a", [t], (".*\\.A",)))
-
-    def ready() -> bool:
-        b_to_a = get_custom(kube_api, namespace, "kafkamirrors", "b-to-a")
-        return condition(b_to_a, "Ready").get("status") == "True"
-
-    wait_for(ready, 120, lambda: f"b-to-a to be Ready: {status_of(kube_api, namespace, 'b-to-a')}")
+    start_failback(kube_api, namespace, kafka_a, kafka_b, t)
     backlog = status_of(kube_api, namespace, "b-to-a").get("totalLag") or 0
     print(f"b-to-a Ready with a backlog of {backlog} records")
     # Return, from the CLI, which follows the status across the operator's restart.

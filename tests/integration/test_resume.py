@@ -11,29 +11,18 @@ from collections import Counter
 import pytest
 from confluent_kafka import TopicPartition
 
-from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror_dev.clients import DetachedAdmin
-from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
+    copies,
     group_offsets,
-    read_partition,
     wait_until_mirrored,
     worker_config,
     worker_group,
 )
 
 pytestmark = [pytest.mark.kafka]
-
-
-def copies(kafka_b: LocalKafka, remote: str, partition: int) -> Counter[int]:
-    """How many copies of each source offset the remote partition holds (by their headers)."""
-    found: Counter[int] = Counter()
-    for record in read_partition(kafka_b, remote, partition, 0):
-        headers = [v for k, v in record.headers if k == PROVENANCE_HEADER]
-        found[Provenance.decode(headers[-1]).offset] += 1
-    return found
 
 
 def test_a_mirror_whose_source_group_expired_resumes_after_its_last_copies(

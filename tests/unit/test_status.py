@@ -156,6 +156,13 @@ def test_paused_mirror_is_not_ready_and_says_so() -> None:
     assert (paused.status, paused.reason) == ("True", "Paused")
 
 
+def test_a_mirror_standing_by_is_not_ready_and_says_for_what() -> None:
+    waiting = "standing by for a-to-b: no workers until its Promote or Failover completes"
+    obs = observation(standby=waiting, deployment=DeploymentState(desired=0, replicas=0, ready=0))
+    ready = ready_of(status_of(obs))
+    assert (ready.status, ready.reason, ready.message) == ("False", "Standby", waiting)
+
+
 def test_running_mirror_has_paused_false() -> None:
     paused = get(status_of(observation()).conditions, "Paused")
     assert (paused.status, paused.reason) == ("False", "Running")

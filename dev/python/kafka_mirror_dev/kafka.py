@@ -128,6 +128,9 @@ class LocalKafka(ClientPorts):
     # 0: a test's group forms at once. Brokers default to 3 s, so that members starting
     # together (a pod's mirroring processes) form one generation instead of rebalancing.
     initial_rebalance_delay_ms: int = 0
+    # How long an empty group's offsets are kept (Kafka's 7 days when None); when set, the
+    # broker looks for expired ones every second, so a test sees them go within a minute.
+    offsets_retention_minutes: int | None = None
     nodes: list[KafkaNode] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -237,6 +240,11 @@ class LocalKafka(ClientPorts):
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
         }
+        if self.offsets_retention_minutes is not None:
+            settings |= {
+                "offsets.retention.minutes": str(self.offsets_retention_minutes),
+                "offsets.retention.check.interval.ms": "1000",
+            }
         if self.authorizer:
             settings |= {
                 "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",

@@ -18,6 +18,7 @@ from kafka_mirror.api.base import ApiModel, cel
 from kafka_mirror.api.operations import (
     IDENTITY_RETURN_MESSAGE,
     IDENTITY_RETURN_RULE,
+    MIRROR_NAME,
     MirrorOperation,
 )
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
@@ -365,6 +366,16 @@ class KafkaMirrorSpec(ApiModel):
         default=None,
         description="A disaster-recovery operation to carry out (docs/runbook-dr.md); while it "
         "names one, the workers are stopped. Remove it to mirror again.",
+    )
+    standby_for: Annotated[str, Field(min_length=1, max_length=253, pattern=MIRROR_NAME)] | None = (
+        Field(
+            default=None,
+            description="The KafkaMirror, in this namespace, that mirrors the opposite way. "
+            "Without an operation of its own, this mirror stands by (no workers) until that "
+            "one's Promote or Failover completes, and again once a Return has started that one "
+            "again: a planned switchover is one change, the Promote of the other mirror "
+            "(docs/runbook-dr.md).",
+        )
     )
 
     @field_validator("target")

@@ -20,6 +20,8 @@ from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import operations
 from kafka_mirror.controller.gate import NOT_ALLOWED, SpecUnusable
+from kafka_mirror.controller.resume import KubeMirrors
+from kafka_mirror.controller.standby import standing_by
 from kafka_mirror.controller.status import Problem
 from kafka_mirror.render import CredentialEnv
 
@@ -127,8 +129,16 @@ class MirrorInputs:
         return f"{self.namespace}/{self.name}"
 
     @cached_property
+    def standby(self) -> str | None:
+        """Why the mirror stands by for the one that goes the other way, if it does."""
+        return standing_by(self.name, self.spec, KubeMirrors(self.api, self.namespace))
+
+    @cached_property
     def running_spec(self) -> KafkaMirrorSpec:
-        """The spec the workers run with: an operation in progress may have stopped them."""
+        """The spec the workers run with: an operation in progress may have stopped them, or
+        the mirror stands by."""
+        if self.standby is not None:
+            return self.spec.model_copy(update={"paused": True})
         return operations.running_spec(self.spec, self.previous.operation)
 
     @cached_property

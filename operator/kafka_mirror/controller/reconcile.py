@@ -248,6 +248,7 @@ def observe_mirror(
         audit_schedule=None if spec.audit.suspend else spec.audit.schedule,
         rpo_target_seconds=requested.rpo_target_seconds,
         acknowledged_lost_to_retention=requested.acknowledged_lost_to_retention,
+        standby=inputs.standby,
     )
     status = mirror_status(observation, previous, now)
     events = mirror_events(previous, status)

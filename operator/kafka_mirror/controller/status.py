@@ -70,6 +70,7 @@ class MirrorObservation:
     audit_schedule: str | None = None  # None while the audit is suspended
     rpo_target_seconds: int | None = None
     acknowledged_lost_to_retention: int = 0  # spec.acknowledgedLostToRetention
+    standby: str | None = None  # why the mirror stands by (spec.standbyFor), if it does
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ def _ready(obs: MirrorObservation, active: int) -> tuple[bool, str, str]:
             return False, f"{side}{problem.reason}", problem.message
     if obs.paused:
         return False, "Paused", "spec.paused is true: the workers are stopped, their progress kept"
+    if obs.standby is not None:
+        return False, "Standby", obs.standby
     if deployment.desired == 0:
         return False, "NoWorkers", "spec.replicas is 0: scale the mirror up to mirror topics"
     if deployment.ready < deployment.desired:
