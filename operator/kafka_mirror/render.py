@@ -151,7 +151,10 @@ def build_worker_config(
         source=source,
         target=target,
         topic_naming=spec.topic_naming,
-        selections=sorted(selections, key=lambda s: s.name),
+        selections=sorted(
+            (s.model_copy(update={"within": spec.selection_bound(s.name)}) for s in selections),
+            key=lambda s: s.name,
+        ),
         refresh_topics_interval_seconds=spec.refresh_topics_interval_seconds,
         offset_syncs=spec.offset_syncs,
         checkpoints=spec.checkpoints,

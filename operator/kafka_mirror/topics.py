@@ -73,20 +73,27 @@ class TopicNamer:
 @dataclass(frozen=True)
 class NameFilter:
     """Whole-name patterns (a selection's topics, the checkpointed groups): a name passes when
-    it matches any include and no exclude."""
+    it matches any include and no exclude, and, where `within` is given (what the mirror's
+    owner granted a selection), one of those too."""
 
     includes: tuple[str, ...]
     excludes: tuple[str, ...] = ()
+    within: tuple[str, ...] | None = None
     _includes: tuple[Pattern, ...] = field(init=False, repr=False, compare=False)
     _excludes: tuple[Pattern, ...] = field(init=False, repr=False, compare=False)
+    _within: tuple[Pattern, ...] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_includes", tuple(map(compile_pattern, self.includes)))
         object.__setattr__(self, "_excludes", tuple(map(compile_pattern, self.excludes)))
+        within = None if self.within is None else tuple(map(compile_pattern, self.within))
+        object.__setattr__(self, "_within", within)
 
     def matches(self, topic: str) -> bool:
-        return any(p.fullmatch(topic) for p in self._includes) and not any(
-            p.fullmatch(topic) for p in self._excludes
+        return (
+            any(p.fullmatch(topic) for p in self._includes)
+            and not any(p.fullmatch(topic) for p in self._excludes)
+            and (self._within is None or any(p.fullmatch(topic) for p in self._within))
         )
 
 

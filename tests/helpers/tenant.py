@@ -74,6 +74,37 @@ def guarded_operator(
     print(f"----- operator log -----\n{process.log()[-6000:]}")
 
 
+def impersonating(
+    kube_api: client.ApiClient,
+    kube_apiserver: KubeApiServer,
+    namespace: str,
+    user: str,
+    resource: str,
+) -> client.ApiClient:
+    """An API client of `user`, who may write `resource` (of ours) in the namespace and nothing
+    else (a Role and RoleBinding of their own)."""
+    verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    rules = [{"apiGroups": [GROUP], "resources": [resource], "verbs": verbs}]
+    rbac = "rbac.authorization.k8s.io"
+    metadata = {"name": user, "namespace": namespace}
+    apply(
+        kube_api, {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": metadata, "rules": rules}
+    )
+    apply(
+        kube_api,
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata,
+            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": user},
+            "subjects": [{"apiGroup": rbac, "kind": "User", "name": user}],
+        },
+    )
+    api = api_client(kube_apiserver.kubeconfig)
+    api.set_default_header("Impersonate-User", user)
+    return api
+
+
 @pytest.fixture
 def author(
     kube_api: client.ApiClient, kube_apiserver: KubeApiServer, namespace: str
@@ -81,27 +112,7 @@ def author(
     """An API client impersonating a user who may write KafkaMirror objects in the namespace,
     and nothing else; the team's Secret is there, which the user may not read."""
     apply(kube_api, secret(LOGIN, namespace, username="team", password=PASSWORD))
-    rules = [
-        {
-            "apiGroups": [GROUP],
-            "resources": ["kafkamirrors"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-        }
-    ]
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"}
-    apply(kube_api, {**role, "metadata": {"name": USER, "namespace": namespace}, "rules": rules})
-    apply(
-        kube_api,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": USER, "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": USER},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
-        },
-    )
-    api = api_client(kube_apiserver.kubeconfig)
-    api.set_default_header("Impersonate-User", USER)
+    api = impersonating(kube_api, kube_apiserver, namespace, USER, "kafkamirrors")
     yield api
     api.close()
 

@@ -9,6 +9,7 @@ CEL rules) go in the schema so bad objects are refused at `kubectl apply`; rules
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -317,6 +318,30 @@ class WorkerPod(ApiModel):
     annotations: StringMap = Field(default_factory=dict, description="Extra pod annotations.")
 
 
+class SelectionGrant(ApiModel):
+    """Topics the mirror's owner lets some of its MirrorTopicSelections select."""
+
+    selections: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=253)]],
+        Field(min_length=1, max_length=MAX_PATTERNS),
+    ] = Field(description="Names of the selections granted; `*` matches any characters.")
+    topics: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_LENGTH)]],
+        Field(min_length=1, max_length=MAX_PATTERNS),
+    ] = Field(
+        description="Whole-name regular expressions (RE2): the granted selections select only "
+        "topics matching one of these."
+    )
+
+    @field_validator("topics")
+    @classmethod
+    def _compile(cls, patterns: list[str]) -> list[str]:
+        return validate_patterns(patterns)
+
+    def covers(self, selection: str) -> bool:
+        return any(fnmatchcase(selection, name) for name in self.selections)
+
+
 VALIDATIONS = "x-kubernetes-validations"
 ALIASES_MESSAGE = "source and target must have different aliases"
 
@@ -367,6 +392,15 @@ class KafkaMirrorSpec(ApiModel):
         description="A disaster-recovery operation to carry out (docs/runbook-dr.md); while it "
         "names one, the workers are stopped. Remove it to mirror again.",
     )
+    selection_policy: Annotated[list[SelectionGrant], Field(max_length=MAX_PATTERNS)] | None = (
+        Field(
+            default=None,
+            description="Which topics each MirrorTopicSelection of this mirror may select: one "
+            "selects only topics matching the `topics` of a grant that names it, and none if no "
+            "grant names it, whatever its own patterns say. Unset: any topic the source "
+            "credential can read.",
+        )
+    )
     standby_for: Annotated[str, Field(min_length=1, max_length=253, pattern=MIRROR_NAME)] | None = (
         Field(
             default=None,
@@ -377,6 +411,14 @@ class KafkaMirrorSpec(ApiModel):
             "(docs/runbook-dr.md).",
         )
     )
+
+    def selection_bound(self, selection: str) -> list[str] | None:
+        """The topic patterns `spec.selectionPolicy` grants the selection (None: unbounded)."""
+        if self.selection_policy is None:
+            return None
+        return [
+            t for grant in self.selection_policy if grant.covers(selection) for t in grant.topics
+        ]
 
     @field_validator("target")
     @classmethod

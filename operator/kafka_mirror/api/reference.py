@@ -31,6 +31,7 @@ _SHOWN = {
     "pattern",
     "minimum",
     "maximum",
+    "minItems",
     "maxItems",
     "maxProperties",
     "properties",
@@ -226,8 +227,8 @@ def _limits(node: Schema) -> list[str]:
         found.append("matches " + _code(node["pattern"]))
     if "minimum" in node or "maximum" in node:
         found.append(_range(node.get("minimum"), node.get("maximum"), ""))
-    if "maxItems" in node:
-        found.append(f"at most {node['maxItems']} items")
+    if "minItems" in node or "maxItems" in node:
+        found.append(_range(node.get("minItems"), node.get("maxItems"), " items"))
     if "maxProperties" in node:
         found.append(f"at most {node['maxProperties']} entries")
     return found

@@ -109,6 +109,9 @@ class SelectionPatterns(ApiModel):
     name: str = ""
     includes: list[str] = Field(default_factory=list)
     excludes: list[str] = Field(default_factory=list)
+    # The mirror's spec.selectionPolicy for this selection: it selects only topics matching
+    # one of these (none if empty); None: no bound.
+    within: list[str] | None = None
 
 
 class WorkerConfig(ApiModel):
@@ -158,7 +161,8 @@ class WorkerConfig(ApiModel):
             except ValueError as error:
                 problems.append(f"selection {selection.name or '?'}: {error}")
                 continue
-            usable.append(NameFilter(tuple(selection.includes), tuple(selection.excludes)))
+            within = None if selection.within is None else tuple(selection.within)
+            usable.append(NameFilter(tuple(selection.includes), tuple(selection.excludes), within))
         return usable, problems
 
 

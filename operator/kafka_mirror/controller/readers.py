@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 
 from kafka_mirror.kafka.observe import ClusterReader
 
@@ -28,8 +29,10 @@ class Readers:
         self._lock = threading.Lock()
         self._shared: dict[str, ClusterReader] = {}
         self._used: dict[tuple[str, str], str] = {}  # (mirror, role) -> connection key
-        # The last source topic list per mirror, for its selections' status.
+        # The last source topic list per mirror, and what its selectionPolicy grants each
+        # selection, for its selections' status.
         self.source_topics: dict[str, list[str]] = {}
+        self.selection_bounds: dict[str, Callable[[str], list[str] | None]] = {}
 
     def get(self, mirror: str, role: str, alias: str, settings: dict[str, str]) -> ClusterReader:
         key = _connection_key(alias, settings)
@@ -49,6 +52,7 @@ class Readers:
             keys = [self._used.pop(used) for used in list(self._used) if used[0] == mirror]
             unused = [reader for key in keys if (reader := self._release(key)) is not None]
             self.source_topics.pop(mirror, None)
+            self.selection_bounds.pop(mirror, None)
         for reader in unused:
             reader.close()
 

@@ -208,6 +208,7 @@ def _observe_kafka(
             problems[role] = Problem("SecretNotFound", str(error))
         except ClusterUnavailable as error:
             problems[role] = Problem(error.reason, str(error))
+    readers.selection_bounds[mirror] = inputs.spec.selection_bound
     if "source" in topics:
         readers.source_topics[mirror] = sorted(topics["source"])
     if problems["source"] or problems["target"]:
@@ -295,7 +296,19 @@ def observe_selection(
             f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "
             "spec.mirror to an existing mirror",
         )
-    selection = None if invalid else NameFilter(tuple(patterns.includes), tuple(patterns.excludes))
+    bound_of = readers.selection_bounds.get(f"{namespace}/{mirror}")
+    bound = None if bound_of is None else bound_of(patterns.name)
+    not_granted = None
+    if bound == []:
+        not_granted = Problem(
+            "NotGranted",
+            f"KafkaMirror {mirror}'s spec.selectionPolicy grants this selection no topics: it "
+            "selects nothing until a grant names it (ask the mirror's owner)",
+        )
+    within = None if bound is None else tuple(bound)
+    selection = (
+        None if invalid else NameFilter(tuple(patterns.includes), tuple(patterns.excludes), within)
+    )
     topics = None if mirror_problem else readers.source_topics.get(f"{namespace}/{mirror}")
     return selection_status(
         body["metadata"].get("generation", 0),
@@ -305,6 +318,7 @@ def observe_selection(
         selection,
         topics,
         now,
+        not_granted,
     )
 
 

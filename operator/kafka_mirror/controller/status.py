@@ -383,8 +383,10 @@ def selection_status(
     selection: NameFilter | None,
     source_topics: list[str] | None,
     now: datetime,
+    not_granted: Problem | None = None,
 ) -> MirrorTopicSelectionStatus:
-    """A selection's status: what it matches now, and whether it can take effect."""
+    """A selection's status: what it matches now, and whether it can take effect (not when the
+    mirror's selectionPolicy grants it nothing: `not_granted`)."""
     matched: list[str] = []
     if selection is not None and source_topics is not None:
         matched = sorted(t for t in source_topics if not is_internal(t) and selection.matches(t))
@@ -415,7 +417,7 @@ def selection_status(
             now,
         ),
     ]
-    problem = next((c for c in conditions if c.status == "False"), None)
+    problem = next((c for c in conditions if c.status == "False"), None) or not_granted
     if problem is not None:
         ready = condition(before, "Ready", False, problem.reason, problem.message, generation, now)
     elif source_topics is None:

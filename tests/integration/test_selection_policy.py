@@ -1,0 +1,77 @@
+"""A mirror's owner bounds what the teams' selections copy (`spec.selectionPolicy`), on the real
+API server and Kafka: a user who may write MirrorTopicSelection objects and nothing else
+(impersonated) selects `.*`; under the mirror's grants, team A's selection matches only team A's
+topics, and a selection no grant names matches nothing and says so. The workers' configuration
+(the ConfigMap they read) carries the same bounds."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from kubernetes import client
+
+from kafka_mirror.api.models import GROUP, VERSION
+from kafka_mirror.kube import apply
+from kafka_mirror_dev.apiserver import KubeApiServer
+from tests.helpers.kafka import create_topics
+from tests.helpers.objects import condition, get_custom, mirror, selection
+from tests.helpers.stack import MirrorStack
+from tests.helpers.tenant import impersonating
+from tests.helpers.worker import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+
+
+@pytest.fixture
+def team(
+    kube_api: client.ApiClient, kube_apiserver: KubeApiServer, namespace: str
+) -> Iterator[client.ApiClient]:
+    api = impersonating(kube_api, kube_apiserver, namespace, "a-team", "mirrortopicselections")
+    yield api
+    api.close()
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_teams_selection_of_everything_copies_only_what_the_mirror_grants_it(
+    kube_api: client.ApiClient, namespace: str, stack: MirrorStack, team: client.ApiClient
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    team_a, team_b = [f"team-a.{run}.orders", f"team-a.{run}.invoices"], [f"team-b.{run}.orders"]
+    create_topics(stack.kafka_a.bootstrap_servers, [*team_a, *team_b], partitions=1)
+    grants = [{"selections": ["team-a-*"], "topics": [f"team-a\\.{run}\\..*"]}]
+    source = {"bootstrapServers": stack.kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": stack.kafka_b.bootstrap_servers}
+    apply(kube_api, mirror("m", namespace, source, target, selectionPolicy=grants))
+    objects = client.CustomObjectsApi(team)
+    for name in ("team-a-all", "team-c-all"):
+        body = selection(name, namespace, "m", [".*"])
+        objects.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "mirrortopicselections", body
+        )
+
+    def status(name: str) -> dict[str, object]:
+        return dict(get_custom(team, namespace, "mirrortopicselections", name).get("status") or {})
+
+    wait_for(
+        lambda: status("team-a-all").get("matchedTopics") == sorted(team_a),
+        60,
+        lambda: f"team A's selection to match its topics: {status('team-a-all')}",
+    )
+    wait_for(
+        lambda: (
+            condition(
+                get_custom(team, namespace, "mirrortopicselections", "team-c-all"), "Ready"
+            ).get("reason")
+            == "NotGranted"
+        ),
+        60,
+        lambda: f"team C's selection to say it is granted nothing: {status('team-c-all')}",
+    )
+    assert status("team-c-all").get("matchedTopicCount") == 0
+    config = client.CoreV1Api(kube_api).read_namespaced_config_map("m-worker-config", namespace)
+    selections = {s["name"]: s for s in yaml.safe_load(config.data["worker.yaml"])["selections"]}
+    assert selections["team-a-all"]["within"] == [f"team-a\\.{run}\\..*"]
+    assert selections["team-c-all"]["within"] == []
