@@ -124,3 +124,40 @@ def test_the_operator_removes_older_versions_finalizer_and_its_objects_then_go_a
     for plural in ("kafkamirrors", "mirrortopicselections"):
         found: Any = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)
         assert found["items"] == []  # nothing held with the operator gone
+
+
+@pytest.mark.parametrize("schedule", ["0 3 * * MON-FRI", "0 3 ? * sat,SUN"])
+def test_a_mirror_whose_audit_runs_on_named_days_keeps_its_status_fresh(
+    kube_api: client.ApiClient,
+    namespace: str,
+    stack: MirrorStack,
+    operator: OperatorProcess,
+    schedule: str,
+) -> None:
+    """Schedules Kubernetes accepts, with day names and `?`: once the audit has reported (the
+    condition then reads the schedule), every refresh still goes through."""
+    topic = f"days-{uuid.uuid4().hex[:8]}"
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=1)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(10, partitions=1))
+    source = {"bootstrapServers": stack.kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": stack.kafka_b.bootstrap_servers}
+    apply(kube_api, mirror("weekdays", namespace, source, target, audit={"schedule": schedule}))
+    apply(kube_api, selection("weekdays-topics", namespace, "weekdays", [topic]))
+    wait_for(lambda: lags(kube_api, namespace) == {"weekdays": 10}, 60, "the first status")
+    # The audit reports, as its job does: a patch of status.lastAudit.
+    reported = {"time": "2026-11-23T03:00:00Z", "result": "Passed", "recordsChecked": 10}
+    client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "kafkamirrors", "weekdays", {"status": {"lastAudit": reported}}
+    )
+
+    def audit_condition() -> dict[str, Any]:
+        return condition(get_custom(kube_api, namespace, "kafkamirrors", "weekdays"), "AuditPassed")
+
+    wait_for(
+        lambda: audit_condition().get("reason") in ("AuditPassed", "AuditStale"),
+        30,
+        lambda: f"the audit's condition: {audit_condition()}",
+    )
+    produce(stack.kafka_a.bootstrap_servers, topic, records(5, partitions=1))
+    wait_for(lambda: lags(kube_api, namespace) == {"weekdays": 15}, 30, "the status to go on")
+    assert "failed with an exception" not in operator.log()
