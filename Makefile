@@ -27,8 +27,10 @@ demo: $(STAMP)
 
 # Three test processes side by side (pytest-xdist): most of a test's time is spent waiting for
 # Kafka, the API server or a pod, not computing. The real node's tests share one process (the
-# groups: tests/conftest.py); the slowest ten tests are listed at the end.
-PARALLEL := -n 3 --dist loadgroup --durations=10
+# groups: tests/conftest.py); the slowest ten tests are listed at the end. A process that
+# crashes ends the run with its report: replacing it can leave the run waiting forever for the
+# tests of its group (seen once, docs/dev-stack.md).
+PARALLEL := -n 3 --dist loadgroup --max-worker-restart=0 --durations=10
 
 ## All the tests: lint, then unit and integration tests against the real parts (what CI runs).
 test: lint build
