@@ -29,7 +29,7 @@ from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
-from tests.helpers.stack import MirrorStack
+from tests.helpers.stack import MirrorStack, run_operator
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 pytest_plugins = ["tests.helpers.tenant"]  # a tenant's identity and the operator guarding it
@@ -198,18 +198,11 @@ def kubectl() -> Path:
     return KUBECTL.ensure()
 
 
-def _operator(process: OperatorProcess) -> Iterator[OperatorProcess]:
-    yield process.start()
-    if process.running():
-        process.stop()
-    print(f"----- operator log -----\n{process.log()[-6000:]}")
-
-
 @pytest.fixture
 def operator(
     kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
-    yield from _operator(OperatorProcess(kube_apiserver.kubeconfig, namespace, tmp_path))
+    yield from run_operator(OperatorProcess(kube_apiserver.kubeconfig, namespace, tmp_path))
 
 
 @pytest.fixture
@@ -348,7 +341,7 @@ def node_operator(
     of the node's image."""
     install_crds(node_api)
     worker_image = ("--worker-image", kube_node.image)
-    yield from _operator(
+    yield from run_operator(
         OperatorProcess(kube_node.kubeconfig, node_namespace, tmp_path, extra_args=worker_image)
     )
 

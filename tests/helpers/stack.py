@@ -3,12 +3,14 @@ Spark for the audit, as one fixture (`stack` in tests/conftest.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from pyspark.sql import SparkSession
 
 from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.worker import StartWorker
 
 
@@ -28,3 +30,11 @@ class MirrorStack:
             raise RuntimeError(f"{test.name} uses Spark: mark it (or its module) `spark`")
         session: SparkSession = self.request.getfixturevalue("spark")
         return session
+
+
+def run_operator(process: OperatorProcess) -> Iterator[OperatorProcess]:
+    """A fixture's body: the operator started, stopped after the test, its log's tail shown."""
+    yield process.start()
+    if process.running():
+        process.stop()
+    print(f"----- operator log -----\n{process.log()[-6000:]}")

@@ -20,6 +20,7 @@ from kafka_mirror.kube import api_client, apply
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.objects import secret
+from tests.helpers.stack import run_operator
 
 USER = "mirror-author"
 PASSWORD = "plain-password-of-the-team"  # what every route is after
@@ -62,16 +63,14 @@ def guarded_operator(
 ) -> Iterator[OperatorProcess]:
     """The operator with a bootstrap-host allow-list: only `localhost:<listener>`. Its images
     and Spark masters are the defaults (its own image, local mode)."""
-    process = OperatorProcess(
-        kube_apiserver.kubeconfig,
-        namespace,
-        tmp_path,
-        extra_args=("--allowed-bootstrap-host", f"localhost:{listener.port}"),
-    ).start()
-    yield process
-    if process.running():
-        process.stop()
-    print(f"----- operator log -----\n{process.log()[-6000:]}")
+    yield from run_operator(
+        OperatorProcess(
+            kube_apiserver.kubeconfig,
+            namespace,
+            tmp_path,
+            extra_args=("--allowed-bootstrap-host", f"localhost:{listener.port}"),
+        )
+    )
 
 
 def impersonating(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,11 +31,12 @@ from kafka_mirror.api.models import (
 from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.kube import apply
 from kafka_mirror.render import DEFAULT_IMAGE
+from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.hostile import base_mirror, base_selection, mutated
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.objects import condition, exists, get_custom, mirror, selection
-from tests.helpers.stack import MirrorStack
+from tests.helpers.stack import MirrorStack, run_operator
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
@@ -123,12 +126,32 @@ def _message(error: ApiException) -> str:
         return str(error.body or error.reason)
 
 
+# The operator lets pod placement through (its allow-lists for it set to anything), so that
+# the values the schema cannot judge reach the API server, which refuses the children they make.
+PLACEMENT = AllowLists(pod_annotations=("*",), toleration_keys=("*",), node_selectors=("*",))
+
+
+@pytest.fixture
+def placing_operator(
+    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    flags = (
+        "--allowed-pod-annotation=*",
+        "--allowed-toleration-key=*",
+        "--allowed-node-selector=*",
+    )
+    yield from run_operator(
+        OperatorProcess(kube_apiserver.kubeconfig, namespace, tmp_path, extra_args=flags)
+    )
+
+
 def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
     stack: MirrorStack,
     kube_api: client.ApiClient,
     namespace: str,
-    operator: OperatorProcess,
+    placing_operator: OperatorProcess,
 ) -> None:
+    operator = placing_operator
     # Bait for catastrophic patterns: long names of a's on the source.
     create_topics(stack.kafka_a.bootstrap_servers, ["a" * 200, "a" * 100 + unique("-")])
     plain = {"bootstrapServers": stack.kafka_a.bootstrap_servers}
@@ -184,7 +207,7 @@ def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
         for name, usable in mirrors.accepted.items()
         if usable
         and not_allowed(
-            KafkaMirrorSpec.model_validate(mirrors.specs[name]), AllowLists(), DEFAULT_IMAGE
+            KafkaMirrorSpec.model_validate(mirrors.specs[name]), PLACEMENT, DEFAULT_IMAGE
         )
     ]
     assert outside, "no spec reached the allow-lists"

@@ -44,7 +44,7 @@ def glob(pattern: str) -> re.Pattern[str]:
     """A pattern where `*` matches any run of characters (`.`, `/` and `:` too) and every other
     character only itself: image references and IPv6 literals hold `[`, `?` and `.`, which
     shell-style globs and regular expressions would read as syntax."""
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 
 
 @dataclass(frozen=True)
