@@ -121,6 +121,7 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
         ("patch", "mirrortopicselections.kafkamirror.io", "--subresource=status"),
         ("update", "kafkamirrors.kafkamirror.io", "--subresource=finalizers"),
         ("get", "secrets"),
+        ("get", "services"),  # a child's name: free, or the mirror's own?
         ("create", "deployments.apps"),
         ("patch", "deployments.apps"),
         ("delete", "cronjobs.batch"),
@@ -288,7 +289,7 @@ def test_network_policies_let_only_the_named_pods_reach_the_metrics_ports(
     for policy in policies:
         assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress: the clusters, anywhere
         assert policy["spec"]["ingress"] == [
-            {"from": own_namespace, "ports": [{"port": "metrics"}]}
+            {"from": own_namespace, "ports": [{"port": "metrics", "protocol": "TCP"}]}
         ]
     for worker in workers:
         assert worker["spec"]["podSelector"]["matchLabels"] == {

@@ -52,8 +52,8 @@ What the operator does, and nothing more (each verb is a call it makes):
   the owner's finalizers;
 - Secrets a mirror names: get by name (no list, no watch);
 - each mirror's children (ConfigMap, Deployment, Service, CronJob, and the audit's
-  ServiceAccount, Role and RoleBinding): server-side apply (patch, and create when the object is
-  new), delete; get of the ConfigMap and the Deployment (its status);
+  ServiceAccount, Role and RoleBinding): get (is the name free, or the mirror's own?),
+  server-side apply (patch, and create when the object is new), delete;
 - events: create (core v1, as kopf and the status loop post them).
 */}}
 {{- define "kafka-mirror-operator.rules" -}}
@@ -80,7 +80,7 @@ What the operator does, and nothing more (each verb is a call it makes):
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services", "serviceaccounts"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -89,8 +89,8 @@ What the operator does, and nothing more (each verb is a call it makes):
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["cronjobs"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 {{- end -}}
