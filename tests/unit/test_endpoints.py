@@ -4,7 +4,6 @@ kubelet's probe of a worker must not wait behind an idle connection from any pod
 from __future__ import annotations
 
 import socket
-import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -31,16 +30,17 @@ def idle_connections(port: int, count: int) -> list[socket.socket]:
     return [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
 
 
-def test_healthz_answers_within_a_second_while_50_idle_connections_are_held(
-    worker_port: int,
+def test_healthz_answers_while_50_idle_connections_are_held(
+    worker_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Idle connections are never timed out here: a server that served one connection at a time
+    # would never answer, so the generous deadline below tells the two apart on a busy machine.
+    monkeypatch.setattr(endpoints._Handler, "timeout", 3600)
     held = idle_connections(worker_port, IDLE)
     try:
         for path in ("/healthz", "/readyz", "/metrics"):
-            started = time.monotonic()
-            with urllib.request.urlopen(f"http://127.0.0.1:{worker_port}{path}", timeout=5) as r:
-                assert r.status == 200
-            assert time.monotonic() - started < 1.0, path
+            with urllib.request.urlopen(f"http://127.0.0.1:{worker_port}{path}", timeout=30) as r:
+                assert r.status == 200, path
     finally:
         for connection in held:
             connection.close()
@@ -52,7 +52,5 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout(
     monkeypatch.setattr(endpoints._Handler, "timeout", 0.5)
     (held,) = idle_connections(worker_port, 1)
     with held:
-        held.settimeout(10)
-        started = time.monotonic()
-        assert held.recv(1) == b""  # the server closed it
-        assert time.monotonic() - started < 5
+        held.settimeout(60)  # far beyond the idle timeout: recv returns only if the server closed
+        assert held.recv(1) == b""

@@ -172,11 +172,10 @@ class Clients:
                 "on_commit": on_commit,
             }
         )
-        self.producer_settings = {
-            **mirror_producer_settings(target),
-            "error_cb": on_error("target"),
-        }
-        self.producer = Producer(self.producer_settings)
+        self.producer_settings = mirror_producer_settings(target)
+        self.target_errors = on_error("target")
+        self.producer_generation = 0
+        self.producer = Producer(self._with_error_callback(self.producer_settings))
         self.syncs_at_source = config.offset_syncs.location == "source"
         self.syncs_producer = (
             Producer({**source, **SMALL_IDEMPOTENT_PRODUCER, "error_cb": on_error("source")})
@@ -212,10 +211,24 @@ class Clients:
         with `linger_ms`, it and the producers after it linger that long."""
         if linger_ms is not None:
             self.producer_settings["linger.ms"] = linger_ms
-        old, self.producer = self.producer, Producer(self.producer_settings)
+        old = self.producer
+        self.producer = Producer(self._with_error_callback(self.producer_settings))
         if self.syncs_producer is old:
             self.syncs_producer = self.producer
         return old
+
+    def _with_error_callback(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """`settings` with an error callback for the next target producer. A fatal error that
+        a replaced producer reports late (its purge serves its queued events) must not replace
+        its successor too: only the current producer's fatal error is handed on."""
+        self.producer_generation += 1
+        generation = self.producer_generation
+
+        def report(error: KafkaError) -> None:
+            if generation == self.producer_generation or not error.fatal():
+                self.target_errors(error)
+
+        return {**settings, "error_cb": report}
 
     def producers(self) -> list[Producer]:
         return list({id(p): p for p in (self.producer, self.syncs_producer)}.values())
