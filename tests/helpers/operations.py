@@ -13,12 +13,12 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import OperationStatus, ResumedBy, Rpo
 from kafka_mirror.api.status import KafkaMirrorStatus, TopicStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller.operation_kafka import CheckpointKey, OpenTransactions
+from kafka_mirror.controller.operation_kafka import OpenTransactions
 from kafka_mirror.controller.operations import Access
 from kafka_mirror.controller.resume import Forward, Mirrors
 from kafka_mirror.controller.rpo import rpo_of
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.kafka.groups import Committed, Position
+from kafka_mirror.kafka.groups import CheckpointKey, Committed, Position
 from kafka_mirror.topics import NameFilter
 
 NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
@@ -90,7 +90,7 @@ class FakeCluster:
         self._answer()
         return {(originals[t], p): o for (t, p), o in positions.items() if t in originals}
 
-    def newest_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
+    def read_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
         self._answer()
         return dict(self.checkpoints)
 

@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
+from kafka_mirror.kafka.client import ClusterUnavailable
+from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, open_transaction, produce, records, unique
 from tests.helpers.worker import wait_for

@@ -13,7 +13,7 @@ import pytest
 
 import kafka_mirror.audit.main as main
 from kafka_mirror.audit.report import AuditReport
-from kafka_mirror.kafka.observe import ClusterUnavailable
+from kafka_mirror.kafka.client import ClusterUnavailable
 
 
 class FakeSpark:

@@ -24,8 +24,9 @@ from kafka_mirror.audit.records import AuditInputs, PartitionWindow
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror.audit.spark import kafka_options, session
 from kafka_mirror.audit.watermarks import Watermark, in_effect, read_watermarks, write_watermarks
+from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.formats import offset_syncs_topic
-from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
+from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.kube import api_client
 from kafka_mirror.topics import plan_topics
 

@@ -16,20 +16,18 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka_mirror.api.operations import Rpo
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.controller.rpo import rpo_on_target
+from kafka_mirror.kafka.client import ADMIN_TIMEOUT, reader
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.kafka.groups import (
-    ADMIN_TIMEOUT,
+    CheckpointKey,
     Committed,
     Position,
     commit_to_idle_group,
     committed_offsets,
-    newest_checkpoints,
+    read_checkpoints,
 )
 from kafka_mirror.kafka.reverse import original_positions
-from kafka_mirror.kafka.tail import reading_consumer
 from kafka_mirror.topics import NameFilter
-
-CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ class Cluster(Protocol):
         original on `alias`), where it resumes in the originals."""
         ...
 
-    def newest_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
+    def read_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
         """The newest checkpoint of each (group, topic, partition) in checkpoints topic `topic`."""
         ...
 
@@ -104,8 +102,8 @@ class ConfluentCluster:
     ) -> dict[Position, int]:
         return original_positions(self._settings, positions, alias, originals)
 
-    def newest_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
-        return newest_checkpoints(self._settings, topic)
+    def read_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
+        return read_checkpoints(self._settings, topic)
 
     def commit_exactly(self, group: str, offsets: dict[Position, int]) -> Committed:
         return commit_to_idle_group(self._admin, group, offsets, exact=True)
@@ -140,9 +138,10 @@ class ConfluentCluster:
     def _written_at(self, offsets: dict[Position, int]) -> dict[Position, datetime]:
         """When the record at each of `offsets` was written (the first record past the last
         stable offset is the oldest open transaction's first), read uncommitted."""
-        consumer = reading_consumer(
-            self._settings | {"isolation.level": "read_uncommitted"},
-            "kafka-mirror-operator-transactions",  # assign only: never joined
+        consumer = reader(
+            self._settings,
+            "kafka-mirror-operator-transactions",
+            **{"isolation.level": "read_uncommitted"},
         )
         found: dict[Position, datetime] = {}
         try:

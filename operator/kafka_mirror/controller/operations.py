@@ -27,10 +27,11 @@ from kafka_mirror.api.operations import (
 )
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller.operation_kafka import CheckpointKey, Cluster
+from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
 from kafka_mirror.controller.status import Event, condition
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
+from kafka_mirror.kafka.groups import CheckpointKey
 from kafka_mirror.topics import TopicNamer
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
@@ -137,7 +138,7 @@ def _commit(
 ) -> None:
     """Commit each selected group's newest checkpoint to the group on the target, and for a
     promote or a return the reverse checkpoints too."""
-    newest = target.newest_checkpoints(checkpoints_topic(config.source.alias))
+    newest = target.read_checkpoints(checkpoints_topic(config.source.alias))
     wanted: dict[str, dict[Position, int]] = {}
     groups = config.groups_checkpointed()
     for (group, topic, partition), checkpoint in newest.items():
@@ -191,7 +192,7 @@ def _step(
         elif access.target is None:
             op.message = "lag 0; the target cannot be read for the final checkpoints"
         else:
-            checkpoints = access.target.newest_checkpoints(checkpoints_topic(config.source.alias))
+            checkpoints = access.target.read_checkpoints(checkpoints_topic(config.source.alias))
             positions = access.source.group_offsets(config.groups_checkpointed())
             pending = pending_checkpoints(positions, mirrored, checkpoints)
             if pending:

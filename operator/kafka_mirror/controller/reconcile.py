@@ -35,7 +35,8 @@ from kafka_mirror.controller.status import (
     mirror_status,
     selection_status,
 )
-from kafka_mirror.kafka.observe import ClusterReader, ClusterUnavailable
+from kafka_mirror.kafka.client import ClusterUnavailable
+from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.kube import apply, controller_uid, delete, read
 from kafka_mirror.patterns import pattern_error
 from kafka_mirror.render import CredentialEnv

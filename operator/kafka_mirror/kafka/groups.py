@@ -1,6 +1,6 @@
 """Consumer groups across the two clusters: the groups' committed offsets, the newest checkpoints
-on the target, and committing translated offsets to a group on the target, never under a group
-that has members there (its own commits win).
+on the target (`read_checkpoints`), and committing translated offsets to a group on the target,
+never under a group that has members there (its own commits win).
 
 The workers' continuous offset sync and the operator's promote, failover and return commit
 through the same `commit_to_idle_group`: the sync never moves a group backwards (MirrorMaker 2's
@@ -21,15 +21,16 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from kafka_mirror.kafka.client import ADMIN_TIMEOUT
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.kafka.tail import TopicTail, reading_consumer
+from kafka_mirror.kafka.tail import read_to_end
 
 log = logging.getLogger(__name__)
 
-ADMIN_TIMEOUT = 30.0
 IDLE_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
 
 Position = tuple[str, int]  # topic, partition
+CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
 
 
 @dataclass
@@ -93,23 +94,11 @@ def commit_to_idle_group(
     return Committed(offsets=updates)
 
 
-def newest_checkpoints(
-    settings: dict[str, Any], topic: str, timeout: float = 30.0
-) -> dict[tuple[str, str, int], Checkpoint]:
-    """The newest checkpoint of each (group, downstream topic, partition), read from the
-    beginning to the end of the checkpoints topic (a partition it does not have is empty)."""
-    consumer = reading_consumer(settings, "kafka-mirror-operator-checkpoints")
-    try:
-        listed = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if listed is None or listed.error is not None:
-            return {}  # no checkpoint written yet
-        tail = TopicTail(consumer, topic)
-        newest: dict[tuple[str, str, int], Checkpoint] = {}
-        for key, value in tail.read_new(timeout=timeout):
-            checkpoint = Checkpoint.decode(key, value)
-            newest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
-        if not tail.caught_up:
-            raise KafkaException(f"could not read {topic} to its end within {timeout:.0f} s")
-        return newest
-    finally:
-        consumer.close()
+def read_checkpoints(settings: dict[str, Any], topic: str) -> dict[CheckpointKey, Checkpoint]:
+    """The newest checkpoint of each (group, downstream topic, partition) in checkpoints topic
+    `topic`, read to its end ({} before the first is written). Raises ClusterUnavailable."""
+    newest: dict[CheckpointKey, Checkpoint] = {}
+    for key, value in read_to_end(settings, topic):
+        checkpoint = Checkpoint.decode(key, value)
+        newest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+    return newest

@@ -31,7 +31,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.kafka.batching import BatchedRead
-from kafka_mirror.kafka.errors import AUTH_ERRORS
+from kafka_mirror.kafka.client import AUTH_ERRORS, ClusterUnavailable, reader
 from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
 from kafka_mirror.worker import remote_topics
 
@@ -42,14 +42,6 @@ LATENCY_PROBE_PARTITIONS = 100
 PROBE_MEMORY = 100_000  # (topic, partition, offset) -> timestamp entries kept, oldest dropped
 
 Partition = tuple[str, int]
-
-
-class ClusterUnavailable(Exception):
-    """A cluster could not be read; `reason` is a condition reason, the message says why."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -296,14 +288,7 @@ class ClusterReader:
     def _probe(self, positions: dict[Partition, int], timeout: float) -> dict[Partition, int]:
         """Read the first record at or after each position; its timestamp, per partition."""
         if self._consumer is None:
-            self._consumer = Consumer(
-                {
-                    **self._settings,
-                    "group.id": "kafka-mirror-operator-probe",  # never joined nor committed
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": False,
-                }
-            )
+            self._consumer = reader(self._settings, "kafka-mirror-operator-probe")
         consumer = self._consumer
         consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
         found: dict[Partition, int] = {}

@@ -18,8 +18,9 @@ import struct
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from kafka_mirror.kafka.client import reader
 from kafka_mirror.kafka.formats import newest_provenance
 
 READ_SECONDS = 10.0
@@ -37,8 +38,11 @@ def original_offset(
     try:
         while time.monotonic() < deadline:
             for message in consumer.consume(1, timeout=0.5):
-                if message.error() is not None:
-                    continue  # end of partition or a passing error: the deadline bounds it
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    return None  # nothing but transaction markers from `at` on
+                if error is not None:
+                    continue  # a passing error: the deadline bounds it
                 headers = message.headers() or []
                 if isinstance(headers, dict):  # the client's typing allows it; consumers give lists
                     headers = list(headers.items())
@@ -54,22 +58,11 @@ def original_offset(
     return None
 
 
-def reader(settings: dict[str, Any]) -> Consumer:
-    return Consumer(
-        {
-            **settings,
-            "group.id": "kafka-mirror-operator-reverse",  # assign only: never joined
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-
-
 def copied_ends(settings: dict[str, Any], remote: str, alias: str) -> int | None:
     """How far the copies in `remote` reach into its original on `alias`, summed over the
     partitions: one past the original offset of each partition's last record. None when a
     partition is empty or ends in a record that is no copy from `alias` (nothing to say)."""
-    consumer = reader(settings)
+    consumer = reader(settings, "kafka-mirror-operator-reverse")
     try:
         listed = consumer.list_topics(remote, timeout=READ_SECONDS).topics.get(remote)
         if listed is None or listed.error is not None:
@@ -95,7 +88,7 @@ def original_positions(
 ) -> dict[Position, int]:
     """For a group's positions in remote topics of this cluster (`originals` maps each remote
     topic to its original on `alias`), the positions to resume from in the originals."""
-    consumer = reader(settings)
+    consumer = reader(settings, "kafka-mirror-operator-reverse")
     resumed: dict[Position, int] = {}
     try:
         for (topic, partition), offset in sorted(positions.items()):

@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from kafka_mirror.kafka.observe import ClusterUnavailable
+from kafka_mirror.kafka.client import ClusterUnavailable, reader
 
 
 class TopicTail:
@@ -48,25 +48,8 @@ class TopicTail:
         return records
 
 
-def reading_consumer(settings: dict[str, Any], group: str) -> Consumer:
-    """A consumer that reads a topic by assignment to its end: `group` is never joined nor
-    committed to, and the end-of-partition event says when everything written was read."""
-    return Consumer(
-        {
-            **settings,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            # The end of a partition shows when a fetch comes back empty, which the broker
-            # otherwise holds for 500 ms waiting for new records.
-            "fetch.wait.max.ms": 10,
-        }
-    )
-
-
 def read_to_end(
-    settings: dict[str, str],
+    settings: dict[str, Any],
     topic: str,
     starts: dict[int, int] | None = None,
     timeout: float = 30.0,
@@ -75,7 +58,7 @@ def read_to_end(
     from `starts` (from its beginning: all of them, or where `starts` says OFFSET_BEGINNING) to
     its end when called, in order per partition; none for a topic that does not exist yet.
     Raises ClusterUnavailable when it cannot read it to its end within `timeout`."""
-    consumer = reading_consumer(settings, "kafka-mirror-audit")
+    consumer = reader(settings, "kafka-mirror-internal-topics")
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -99,10 +82,10 @@ def read_to_end(
                     pending.discard(message.partition() or 0)
                 elif error is None and key is not None and value:  # (others are retried)
                     records.append((key, value))
-        if pending:
-            raise ClusterUnavailable("KafkaError", f"{topic} not read to its end in time")
-        return records
     except KafkaException as error:
         raise ClusterUnavailable("KafkaError", f"cannot read {topic}: {error.args[0]}") from error
     finally:
         consumer.close()
+    if pending:
+        raise ClusterUnavailable("KafkaError", f"{topic} not read to its end in time")
+    return records

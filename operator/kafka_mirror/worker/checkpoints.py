@@ -20,13 +20,13 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from kafka_mirror.kafka.client import ADMIN_TIMEOUT
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
 from kafka_mirror.kafka.groups import commit_to_idle_group
 from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.offsets import OffsetSyncStore
-from kafka_mirror.worker.remote_topics import ADMIN_TIMEOUT
 from kafka_mirror.worker.translation import ProvenanceReader
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.kafka.errors import AUTH_ERRORS
+from kafka_mirror.kafka.client import AUTH_ERRORS, reader
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -187,14 +187,9 @@ class Clients:
         self.checkpoints_producer = Producer(
             {**target, **SMALL_IDEMPOTENT_PRODUCER, "error_cb": on_error("target")}
         )
-        readers = {
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "group.id": f"{config.consumer_group}.internal",
-        }
-        self.syncs_reader = Consumer({**(source if self.syncs_at_source else target), **readers})
-        self.checkpoints_reader = Consumer({**target, **readers})
+        internal = f"{config.consumer_group}.internal"
+        self.syncs_reader = reader(source if self.syncs_at_source else target, internal)
+        self.checkpoints_reader = reader(target, internal)
 
     @property
     def syncs_admin(self) -> AdminClient:

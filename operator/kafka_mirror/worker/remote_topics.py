@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-log = logging.getLogger(__name__)
+from kafka_mirror.kafka.client import ADMIN_TIMEOUT
 
-ADMIN_TIMEOUT = 15.0
+log = logging.getLogger(__name__)
 
 # MirrorMaker 2's DefaultConfigPropertyFilter: settings that belong to the target cluster.
 EXCLUDED_CONFIGS = frozenset(

@@ -28,8 +28,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from kafka_mirror.kafka.client import reader
 from kafka_mirror.kafka.formats import provenance_from
-from kafka_mirror.kafka.tail import reading_consumer
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def resume_points(
     ID): where each resumes, for those whose remote partition holds copies of ours."""
     if not uncommitted:
         return {}
-    consumer = reading_consumer(target, "kafka-mirror.resume-points")  # assigned, never joined
+    consumer = reader(target, "kafka-mirror.resume-points")
     deadline = time.monotonic() + READ_SECONDS
     found: dict[tuple[str, int], int] = {}
     try:

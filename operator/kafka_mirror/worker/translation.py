@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from kafka_mirror.kafka.client import reader
 from kafka_mirror.kafka.formats import provenance_from
 from kafka_mirror.worker.offsets import Sync
 
@@ -46,13 +47,9 @@ PASS_SECONDS = 1.0
 READ_POLL_SECONDS = 0.05
 CACHE_SIZE = 10_000
 
-# Reads, not a member of any group: small fetches that do not wait at the end of a partition.
-READER_SETTINGS: dict[str, Any] = {
-    "group.id": "kafka-mirror.translation",  # required by the client; never joined nor committed
-    "enable.auto.commit": False,
-    "enable.partition.eof": True,
+# Small fetches, each answered at once: a read at a new offset must not wait behind a full queue.
+READER_TUNING: dict[str, Any] = {
     "auto.offset.reset": "error",  # an offset gone (retention) is an error, not a silent jump
-    "fetch.wait.max.ms": 10,
     "max.partition.fetch.bytes": 256 * 1024,
     "queued.min.messages": 1000,
     # Once that much is queued, fetching pauses this long (1 s by default) and a read at a new
@@ -234,7 +231,7 @@ class ProvenanceReader:
     """
 
     def __init__(self, target_settings: Mapping[str, Any], source_alias: str, max_lag: int) -> None:
-        self.settings = {**target_settings, **READER_SETTINGS}
+        self.settings = dict(target_settings)
         self.alias, self.scan = source_alias, max_lag + SCAN_SLACK
         self._consumer: Consumer | None = None
         self._spent = 0.0  # reading, in this pass
@@ -254,7 +251,7 @@ class ProvenanceReader:
         if self._spent >= PASS_SECONDS:
             return None
         if self._consumer is None:
-            self._consumer = Consumer(self.settings)
+            self._consumer = reader(self.settings, "kafka-mirror.translation", **READER_TUNING)
         started = time.monotonic()
         view = RemotePartition(
             self._consumer, remote, partition, self.alias, started + TRANSLATION_SECONDS
