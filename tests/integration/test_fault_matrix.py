@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import check_content
+from tests.helpers.failover import newest_checkpoints, source_offsets
 from tests.helpers.faults import (
     Outcome,
     audited,
@@ -37,6 +38,7 @@ from tests.helpers.stack import MirrorStack
 from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE
 from tests.helpers.worker import (
     StartWorker,
+    commit_group,
     group_offsets,
     wait_for,
     worker_config,
@@ -166,12 +168,30 @@ def test_the_remote_topic_deleted_on_the_target_mid_stream(
     tmp_path: Path,
 ) -> None:
     """Deleting the remote topic deletes what it held (a user's choice); the worker re-creates
-    it and every record the source got from then on is on the target. (Our audit is not run: it
-    cannot yet tell records a user deleted from lost ones.)"""
+    it and every record the source got from then on is on the target. A group checkpointed
+    before the deletion, which has not moved since, gets checkpoints in the new remote topic
+    that skip none of its copies (the old ones named copies that are gone). (Our audit is not
+    run: it cannot yet tell records a user deleted from lost ones.)"""
     case = mirror_topic(stack.kafka_a, stack.kafka_b, stack.start_worker, "deleted", 4)
     topic, config, worker = case.topic, case.config, case.worker
+    remote = f"{topic}.A"
     generator = traffic(stack.kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 30)
     time.sleep(8)
+    group = f"{topic}.reader"
+    positions = end_offsets(stack.kafka_a.bootstrap_servers, topic)
+    commit_group(stack.kafka_a, group, topic, positions)
+    wait_for(
+        lambda: (
+            {
+                p: c.upstream_offset
+                for (g, p), c in newest_checkpoints(stack.kafka_b, remote).items()
+                if g == group
+            }
+            == positions
+        ),
+        120,
+        f"checkpoints of {group} at {positions} before the deletion",
+    )
     admin_for(stack.kafka_b.bootstrap_servers).delete_topics([f"{topic}.A"])[f"{topic}.A"].result(
         10
     )
@@ -189,6 +209,24 @@ def test_the_remote_topic_deleted_on_the_target_mid_stream(
     print(f"remote topic deleted after {deleted_at:,} records; {len(after):,} produced since")
     assert not missing, f"{len(missing)} records produced after the deletion are missing"
     assert worker.running()
+
+    def skipped_by_checkpoints() -> dict[int, str]:
+        """Per partition, what is wrong with the group's newest checkpoint in the new topic:
+        past its end, or past a copy of a record at or after the group's position."""
+        wrong = {}
+        checkpoints = newest_checkpoints(stack.kafka_b, remote)
+        for p, position in positions.items():
+            origins = source_offsets(stack.kafka_b, remote, p)
+            downstream = checkpoints[(group, p)].downstream_offset
+            if downstream > len(origins) or any(o >= position for o in origins[:downstream]):
+                wrong[p] = f"at {downstream} of {len(origins)} copies, the group at {position}"
+        return wrong
+
+    wait_for(
+        lambda: not skipped_by_checkpoints(),
+        120,
+        lambda: f"checkpoints of {group} that skip nothing: {skipped_by_checkpoints()}",
+    )
     fault = "remote topic deleted on the target mid-stream (records produced after it)"
     outcomes.append(Outcome(fault, len(after), len(missing), 0, 0, 0.0))
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, cast
+
+from confluent_kafka import TopicPartition
 
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
 from kafka_mirror.kafka.tail import TopicTail
@@ -151,3 +154,75 @@ def test_a_pass_stops_reading_the_target_when_its_time_is_up() -> None:
     assert reader.translate("t.A", 0, (100, 100), 150) is None
     reader.release()  # the next pass
     assert reader._spent == 0.0
+
+
+class Answered:
+    """An admin future that has its result."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self.value
+
+
+class Admins:
+    """The source's groups and their offsets, and the target's partition ends, as the admin
+    clients give them; and the producer of checkpoints, which keeps what it is given."""
+
+    def __init__(self, position: int, remote_end: int) -> None:
+        self.position, self.remote_end = position, remote_end
+        self.produced: list[Checkpoint] = []
+
+    def list_consumer_groups(self, request_timeout: float) -> Any:
+        return Answered(SimpleNamespace(valid=[SimpleNamespace(group_id="g")], errors=[]))
+
+    def list_consumer_group_offsets(self, request: Any, request_timeout: float) -> Any:
+        listed = SimpleNamespace(topic_partitions=[TopicPartition("t", 0, self.position)])
+        return {request[0].group_id: Answered(listed)}
+
+    def list_offsets(self, asked: Any, request_timeout: float) -> Any:
+        return {tp: Answered(SimpleNamespace(offset=self.remote_end)) for tp in asked}
+
+    def produce(self, topic: str, key: bytes, value: bytes) -> None:
+        self.produced.append(Checkpoint.decode(key, value))
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def checkpoints_written(syncs: list[tuple[int, int]], remote_end: int) -> list[Checkpoint]:
+    """What one pass writes for group g, at 520 on the source and checkpointed before at
+    500 → 480, given the offset syncs and where the remote partition t.A[0] ends now."""
+    fakes: Any = Admins(position=520, remote_end=remote_end)
+    worker = Checkpointer(
+        fakes,
+        fakes,
+        fakes,
+        cast(TopicTail, Tail(sync_records(*syncs), reaches_end=True)),
+        "A.checkpoints.internal",
+        NameFilter((".*",)),
+        False,
+        WorkerMetrics(),
+    )
+    worker.load_emitted(cast(TopicTail, Tail([(PREVIOUS.key(), PREVIOUS.value())], True)))
+    worker.run_once({("t", 0): "t.A"})
+    return fakes.produced
+
+
+def test_checkpoints_of_a_remote_partition_created_again_start_over() -> None:
+    # The newest sync says the copies went on from offset 0 in t.A[0], created again: the
+    # checkpoint at 480 names copies that are gone, even where the new t.A[0] reaches past it.
+    written = checkpoints_written([(400, 380), (500, 480), (510, 0)], remote_end=600)
+    assert written == [Checkpoint("g", "t.A", 0, upstream_offset=520, downstream_offset=1)]
+
+
+def test_a_checkpoint_past_its_remote_partitions_end_is_replaced_backwards() -> None:
+    # No sync tells (the history thinned out), but t.A[0] ends at 11 now: a failover would
+    # commit 480 out of range.
+    written = checkpoints_written([(400, 380)], remote_end=11)
+    assert written == [Checkpoint("g", "t.A", 0, upstream_offset=520, downstream_offset=381)]
+
+
+def test_a_coarser_translation_within_the_partition_leaves_the_checkpoint() -> None:
+    assert checkpoints_written([(400, 380)], remote_end=600) == []

@@ -99,6 +99,16 @@ def test_an_upstream_rewind_drops_every_sync() -> None:
     assert store.kept("t", 0) == [(1500, 11000)]
 
 
+def test_a_remote_partition_created_again_drops_every_sync() -> None:
+    store = loaded(*((offset, offset) for offset in range(0, 10001, 10)))
+    # Deleted and created again on the target: the copies go on from downstream offset 0.
+    assert store.add(OffsetSync("t", 0, 10005, 0))
+    assert store.translate("t", 0, 9000) is None  # its copies are gone
+    assert store.translate("t", 0, 10005) == 0
+    assert store.kept("t", 0) == [(10005, 0)]
+    assert not store.add(OffsetSync("t", 0, 10100, 95))
+
+
 def test_never_skips_a_record_under_compaction() -> None:
     """Every upstream record at or after the group's position lies at or after the translation."""
     upstream_offsets = [0, 1, 2, 7, 8, 9, 20, 21, 40]  # gaps: compacted away upstream
@@ -173,6 +183,31 @@ def test_translation_never_skips_a_record(
         translated = store.translate("t", 0, position)
         if translated is None:
             continue  # older than every kept sync
+        first = bisect.bisect_left(upstream, position)
+        true_position = downstream[first] if first < len(upstream) else downstream[-1] + 1
+        assert translated <= true_position, (position, translated, true_position)
+
+
+@given(st.integers(1, 1000), gaps, st.integers(1, 50), st.data())
+def test_translation_follows_a_remote_partition_created_again(
+    first_downstream: int, steps: list[int], max_lag: int, data: st.DataObject
+) -> None:
+    """The remote partition is deleted and created again after any record: the copies from
+    then on start at offset 0. A position at or past the first record copied into the new
+    partition never translates past that record's copy, nor past its new end."""
+    upstream = offsets_from(0, steps)
+    cut = data.draw(st.integers(1, len(upstream)))
+    downstream = [first_downstream + i for i in range(cut)] + list(range(len(upstream) - cut))
+    emitter, store = SyncEmitter(max_lag), loaded()
+    for index, (u, d) in enumerate(zip(upstream, downstream, strict=True)):
+        report = data.draw(st.booleans()) or index in (0, cut)
+        if report and emitter.update(u, d):
+            store.add(OffsetSync("t", 0, u, d))
+    if cut == len(upstream):
+        return  # nothing copied since
+    for position in data.draw(st.lists(st.integers(upstream[cut], upstream[-1] + 3), max_size=50)):
+        translated = store.translate("t", 0, position)
+        assert translated is not None
         first = bisect.bisect_left(upstream, position)
         true_position = downstream[first] if first < len(upstream) else downstream[-1] + 1
         assert translated <= true_position, (position, translated, true_position)

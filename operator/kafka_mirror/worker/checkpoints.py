@@ -4,8 +4,9 @@ Each pass reads the source groups' committed offsets for the partitions this wor
 translates them (from the offset syncs, then exactly from the provenance headers on the target:
 `translation.py`), writes the checkpoints that changed as MirrorMaker 2 would to
 `<source>.checkpoints.internal` on the target (forward, or backward only when the group itself
-was rewound on the source), and (when enabled) commits them to the same group on the target
-while that group has no active members there; that commit never goes backwards.
+was rewound on the source or the remote partition was created again), and (when enabled)
+commits them to the same group on the target while that group has no active members there;
+that commit never goes backwards.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaException,
     Producer,
+    TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.kafka.client import ADMIN_TIMEOUT
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
@@ -103,7 +105,9 @@ class Checkpointer:
     def run_once(self, owned: dict[tuple[str, int], str]) -> None:
         """One pass over the groups. `owned` maps (source topic, partition) → remote topic."""
         for key, value in self.offset_syncs.read_new():
-            self.store.add(OffsetSync.decode(key, value))
+            sync = OffsetSync.decode(key, value)
+            if self.store.add(sync):
+                self._forget(owned.get((sync.topic, sync.partition)), sync.partition)
         if self.offset_syncs.caught_up:
             self.store.mark_read_to_end()  # until then, the store translates nothing
         if not owned or not self.store.read_to_end:
@@ -155,7 +159,7 @@ class Checkpointer:
             request, request_timeout=ADMIN_TIMEOUT
         )
         result = futures[group].result(timeout=ADMIN_TIMEOUT)
-        checkpoints = []
+        checkpoints, behind = [], []
         for tp in result.topic_partitions or []:
             if tp.topic not in topics or tp.offset < 0 or tp.error is not None:
                 continue
@@ -165,12 +169,49 @@ class Checkpointer:
             downstream = self._translate(tp.topic, remote, tp.partition, tp.offset)
             if downstream is None:
                 continue
-            if not is_news(self.emitted.get((group, remote, tp.partition)), tp.offset, downstream):
-                continue
-            checkpoints.append(
-                Checkpoint(group, remote, tp.partition, tp.offset, downstream, tp.metadata or "")
+            checkpoint = Checkpoint(
+                group, remote, tp.partition, tp.offset, downstream, tp.metadata or ""
             )
+            previous = self.emitted.get((group, remote, tp.partition))
+            if is_news(previous, tp.offset, downstream):
+                checkpoints.append(checkpoint)
+            elif previous is not None and downstream < previous.downstream_offset:
+                behind.append((checkpoint, previous.downstream_offset))
+        if behind:
+            # A checkpoint past the end of its remote partition names copies that are gone (the
+            # remote topic was deleted and created again, or truncated): a failover would land
+            # out of range. The new translation replaces it, backwards.
+            ends = self._remote_ends({(c.topic, c.partition) for c, _ in behind})
+            checkpoints += [
+                c for c, before in behind if before > ends.get((c.topic, c.partition), before)
+            ]
         return checkpoints
+
+    def _forget(self, remote: str | None, partition: int) -> None:
+        """The offsets of `remote[partition]` started over (it was created again, or truncated):
+        the checkpoints emitted for it name copies that are gone, so the next translation of
+        each group's position replaces them, backwards too."""
+        self.emitted = {
+            key: c
+            for key, c in self.emitted.items()
+            if (c.topic, c.partition) != (remote, partition)
+        }
+        if self.target_reader is not None:
+            self.target_reader.forget()
+
+    def _remote_ends(self, partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The end offsets of remote partitions on the target; those it cannot tell are left
+        out (their checkpoints stay as they are until a later pass)."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        asked = {TopicPartition(t, p): latest for t, p in sorted(partitions)}
+        futures = self.target_admin.list_offsets(asked, request_timeout=ADMIN_TIMEOUT)
+        ends = {}
+        for tp, future in futures.items():
+            try:
+                ends[(tp.topic, tp.partition)] = future.result(timeout=ADMIN_TIMEOUT).offset
+            except KafkaException as error:
+                log.info("end of %s[%d] on the target: %s", tp.topic, tp.partition, error)
+        return ends
 
     def _translate(self, topic: str, remote: str, partition: int, position: int) -> int | None:
         if self.target_reader is None:

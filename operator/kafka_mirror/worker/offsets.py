@@ -108,11 +108,15 @@ class OffsetSyncStore:
     written is the oldest sync kept (never dropped while syncs keep coming in order).
 
     A sync whose upstream offset is below the newest means the upstream offsets restarted (a
-    re-created topic): every sync of the partition is dropped for it. Nothing is translated
-    until the offset-syncs topic has been read to its end once (`mark_read_to_end`), so that no
-    checkpoint comes from a half-read history; when the previous checkpoints could not be
-    loaded (`latest_only_while_loading`), that first read keeps only each partition's newest
-    sync, so the first checkpoints cannot fall behind ones an earlier worker emitted.
+    re-created topic); one whose downstream offset is below the newest, that the remote
+    partition did (deleted and created again on the target, or truncated): either way every
+    sync of the partition is dropped for it, since none of them names the new offsets.
+
+    Nothing is translated until the offset-syncs topic has been read to its end once
+    (`mark_read_to_end`), so that no checkpoint comes from a half-read history; when the
+    previous checkpoints could not be loaded (`latest_only_while_loading`), that first read
+    keeps only each partition's newest sync, so the first checkpoints cannot fall behind ones
+    an earlier worker emitted.
     """
 
     def __init__(self, latest_only_while_loading: bool = True) -> None:
@@ -123,14 +127,17 @@ class OffsetSyncStore:
     def mark_read_to_end(self) -> None:
         self.read_to_end = True
 
-    def add(self, sync: OffsetSync) -> None:
+    def add(self, sync: OffsetSync) -> bool:
+        """Keep `sync`; True when it started its partition's history over (see the class)."""
         new = (sync.upstream_offset, sync.downstream_offset)
         slots = self._slots.get((sync.topic, sync.partition))
         loading = not self.read_to_end and self.latest_only_while_loading
-        if slots is None or loading or new[0] < slots[0][0]:
+        restarted = slots is not None and (new[0] < slots[0][0] or new[1] < slots[0][1])
+        if slots is None or loading or restarted:
             self._slots[(sync.topic, sync.partition)] = [new] * SLOTS
         else:
             _insert(slots, new)
+        return restarted
 
     def sync_for(self, topic: str, partition: int, upstream_offset: int) -> Sync | None:
         """The newest kept sync at or before `upstream_offset`; None before the first full read,

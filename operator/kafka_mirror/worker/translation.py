@@ -239,6 +239,11 @@ class ProvenanceReader:
         # later come after them); the others improve as the mirror catches up.
         self._exact: dict[tuple[str, int, Sync | None, int], int] = {}
 
+    def forget(self) -> None:
+        """Drop the exact answers: a remote partition was created again (or truncated), and
+        the target no longer only grows."""
+        self._exact.clear()
+
     def translate(
         self, remote: str, partition: int, sync: Sync | None, position: int
     ) -> Translation | None:
