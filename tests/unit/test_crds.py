@@ -51,4 +51,5 @@ def test_kafkamirror_has_scale_subresource_and_printer_columns() -> None:
         "labelSelectorPath": ".status.labelSelector",
     }
     names = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert names[:4] == ["Ready", "Replicas", "Active topics", "Lag"] and "Age" in names
+    assert names[:6] == ["Ready", "Reason", "Replicas", "Active topics", "Lag", "Latency (s)"]
+    assert "Age" in names

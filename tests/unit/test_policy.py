@@ -179,7 +179,16 @@ def test_the_gate_tells_an_invalid_spec_from_one_not_allowed() -> None:
     with pytest.raises(SpecUnusable) as invalid:
         parse_spec({"source": {}}, DEFAULTS, OWN)
     assert invalid.value.problem.reason == INVALID_SPEC
-    assert invalid.value.problem.message.startswith("the spec cannot be used, fix it:")
+    assert invalid.value.problem.message == (
+        "the spec cannot be used, fix it: spec.source.alias: Field required; "
+        "spec.source.bootstrapServers: Field required; spec.target: Field required"
+    )
+    with pytest.raises(SpecUnusable) as invalid:
+        parse_spec(spec(replicas=-1, topics=["("]), DEFAULTS, OWN)
+    assert "https://" not in invalid.value.problem.message
+    assert "spec.replicas: Input should be greater than or equal to 0" in (
+        invalid.value.problem.message
+    )
     with pytest.raises(SpecUnusable) as disallowed:
         parse_spec(spec(worker={"image": "evil.example/steal:1"}), DEFAULTS, OWN)
     assert disallowed.value.problem.reason == NOT_ALLOWED

@@ -21,6 +21,15 @@ from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatu
 
 Schema = dict[str, Any]
 
+CATEGORY = "kafka-mirroring"  # `kubectl get kafka-mirroring` lists mirrors and selections
+# A mirror's name becomes its Service's, a DNS-1035 label: no dots, a letter first (the
+# length is fitted when rendering).
+DNS_LABEL_RULE = {
+    "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+    "message": "a KafkaMirror's name names its Service too: lowercase letters, digits and '-', "
+    "starting with a letter and ending with a letter or digit (no dots)",
+}
+
 
 class _DefaultsFromFactories(GenerateJsonSchema):
     """Puts defaults made by `default_factory` into the schema, so the API server applies them.
@@ -80,8 +89,10 @@ def _structural(node: Schema, definitions: dict[str, Schema], defaults: bool) ->
     return node
 
 
-def _object_schema(spec: type[BaseModel], status: type[BaseModel], summary: str) -> Schema:
-    return {
+def _object_schema(
+    spec: type[BaseModel], status: type[BaseModel], summary: str, rules: list[Schema]
+) -> Schema:
+    schema: Schema = {
         "type": "object",
         "description": summary,
         "required": ["spec"],
@@ -93,6 +104,9 @@ def _object_schema(spec: type[BaseModel], status: type[BaseModel], summary: str)
             "status": structural_schema(status, defaults=False),
         },
     }
+    if rules:
+        schema["x-kubernetes-validations"] = rules
+    return schema
 
 
 def _crd(
@@ -119,7 +133,9 @@ def _crd(
                 "plural": plural,
                 "singular": kind.lower(),
                 "shortNames": short_names,
-                "categories": ["kafka", "kafkamirror"],
+                # Our own: `kafka` is Strimzi's Kafka's singular name and a category of
+                # theirs, and a category named like a singular shadows it in kubectl.
+                "categories": [CATEGORY],
             },
             "versions": [
                 {
@@ -155,12 +171,19 @@ def kafka_mirror_crd() -> dict[str, Any]:
             KafkaMirrorSpec,
             KafkaMirrorStatus,
             "Mirrors selected topics from a source Kafka cluster to a target cluster.",
+            [DNS_LABEL_RULE],
         ),
         columns=[
             _ready_column(),
+            {
+                "name": "Reason",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+            },
             {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
             {"name": "Active topics", "type": "integer", "jsonPath": ".status.activeTopicCount"},
             {"name": "Lag", "type": "integer", "jsonPath": ".status.totalLag"},
+            {"name": "Latency (s)", "type": "number", "jsonPath": ".status.maxLatencySeconds"},
             {"name": "Source", "type": "string", "jsonPath": ".spec.source.alias", "priority": 1},
             {"name": "Target", "type": "string", "jsonPath": ".spec.target.alias", "priority": 1},
             _AGE_COLUMN,
@@ -185,6 +208,7 @@ def mirror_topic_selection_crd() -> dict[str, Any]:
             MirrorTopicSelectionSpec,
             MirrorTopicSelectionStatus,
             "Selects source topics for a KafkaMirror; all selections of a mirror are a union.",
+            [],
         ),
         columns=[
             _ready_column(),

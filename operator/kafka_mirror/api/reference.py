@@ -96,6 +96,10 @@ def _kind(crd: dict[str, Any]) -> list[str]:
         f"- Names: `{names['plural']}`, short names {_codes(names['shortNames'])}; "
         f"categories {_codes(names['categories'])}",
         f"- Subresources: {_subresources(version['subresources'])}",
+        *(
+            f"- Validation rule: {r['message']} ({_code(r['rule'])})"
+            for r in root.get("x-kubernetes-validations", [])
+        ),
         f"- Fields: {', '.join(fields)}",
         "",
         f"Columns of `kubectl get {names['plural']}`:",

@@ -36,6 +36,14 @@ class SpecUnusable(ValueError):
         self.problem = problem
 
 
+def field_errors(error: ValidationError) -> str:
+    """Each of pydantic's errors as `spec.field.path: message` (no input echoed, no URL)."""
+    return "; ".join(
+        ".".join(["spec", *(str(part) for part in e["loc"])]) + f": {e['msg']}"
+        for e in error.errors(include_url=False, include_input=False)
+    )
+
+
 def parse_spec(spec: object, allowed: AllowLists, own_image: str) -> KafkaMirrorSpec:
     """The stored spec, parsed; SpecUnusable when the operator cannot (`InvalidSpec`) or may
     not (`NotAllowed`) use it."""
@@ -43,7 +51,7 @@ def parse_spec(spec: object, allowed: AllowLists, own_image: str) -> KafkaMirror
         parsed = KafkaMirrorSpec.model_validate(spec)
     except ValidationError as error:
         raise SpecUnusable(
-            Problem(INVALID_SPEC, f"the spec cannot be used, fix it: {error}")
+            Problem(INVALID_SPEC, f"the spec cannot be used, fix it: {field_errors(error)}")
         ) from None
     refused = not_allowed(parsed, allowed, own_image)
     if refused:
