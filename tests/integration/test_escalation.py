@@ -22,6 +22,7 @@ from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.kube import apply
 from kafka_mirror.render import DEFAULT_IMAGE
 from kafka_mirror_dev.apiserver import KubeApiServer
+from tests.helpers.kstatus import kstatus
 from tests.helpers.kubectl import kubectl as run_kubectl
 from tests.helpers.objects import condition, exists, get_custom, mirror, secret
 from tests.helpers.tenant import LOGIN, PASSWORD, USER, Listener, create, team_login
@@ -66,12 +67,14 @@ def ready(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
 
 
 def not_allowed_message(api: client.ApiClient, namespace: str, name: str) -> str:
-    """The message of the mirror's Ready condition once it says NotAllowed."""
+    """The message of the mirror's Ready condition once it says NotAllowed; GitOps tools then
+    read the mirror as failed (kstatus), not as current."""
     wait_for(
         lambda: ready(api, namespace, name).get("reason") == "NotAllowed",
         60,
         f"{name} reported NotAllowed",
     )
+    assert kstatus(get_custom(api, namespace, "kafkamirrors", name)) == "Failed"
     return str(ready(api, namespace, name)["message"])
 
 

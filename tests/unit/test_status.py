@@ -31,6 +31,7 @@ from kafka_mirror.controller.status import (
 )
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import NameFilter, TopicPlan
+from tests.helpers.kstatus import kstatus
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -552,6 +553,8 @@ def test_valid_selection_of_an_existing_mirror_has_all_conditions_true() -> None
     )
     assert {c.type: (c.status, c.reason) for c in status.conditions} == {
         "Ready": ("True", "Applied"),
+        "Reconciling": ("False", "Settled"),
+        "Stalled": ("False", "NotStalled"),
         "PatternsValid": ("True", "Valid"),
         "MirrorFound": ("True", "Found"),
     }
@@ -637,3 +640,41 @@ def test_a_schedule_that_cannot_be_read_never_fails_the_refresh() -> None:
     assert (audit.status, audit.reason) == ("Unknown", "ScheduleUnreadable")
     assert audit.message.startswith("spec.audit.schedule (0 3 * * FUNDAY) cannot be read")
     assert ready_of(current).status == "True"
+
+
+# --- what GitOps tools read (kstatus) ----------------------------------------------------------
+
+
+def as_stored(status: KafkaMirrorStatus | MirrorTopicSelectionStatus) -> dict[str, Any]:
+    body = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {"metadata": {"generation": status.observed_generation}, "status": body}
+
+
+def test_kstatus_reads_a_mirror_that_cannot_run_as_failed_and_a_starting_one_as_in_progress() -> (
+    None
+):
+    running = status_of(observation())
+    assert kstatus(as_stored(running)) == "Current"
+    starting = status_of(observation(deployment=DeploymentState(desired=2, replicas=2, ready=1)))
+    assert kstatus(as_stored(starting)) == "InProgress"
+    paused = status_of(observation(paused=True))
+    assert kstatus(as_stored(paused)) == "Current"  # as the spec asks
+    for reason in ("InvalidSpec", "NotAllowed", "ChildNameTaken"):
+        unusable = unusable_spec_status(running, 4, Problem(reason, "fix it"), LATER)
+        assert kstatus(as_stored(unusable)) == "Failed", reason
+        stalled = get(unusable.conditions, "Stalled")
+        assert (stalled.reason, stalled.message) == (reason, "fix it")
+    refused = status_of(observation(source_problem=Problem("AuthenticationFailed", "refused")))
+    assert kstatus(as_stored(refused)) == "Failed"
+    away = status_of(observation(target_problem=Problem("Unreachable", "cannot reach B")))
+    assert kstatus(as_stored(away)) == "InProgress"
+    fixed = status_of(observation(), unusable)
+    assert kstatus(as_stored(fixed)) == "Current"
+
+
+def test_kstatus_reads_a_selection_with_a_bad_pattern_as_failed() -> None:
+    bad = selection_status(1, MirrorTopicSelectionStatus(), ["("], None, None, SOURCE_TOPICS, NOW)
+    assert kstatus(as_stored(bad)) == "Failed"
+    problem = Problem("MirrorNotFound", "no KafkaMirror a-to-b in namespace team-a")
+    waiting = selection_status(1, MirrorTopicSelectionStatus(), [], problem, None, None, NOW)
+    assert kstatus(as_stored(waiting)) == "InProgress"  # the mirror may come with the next sync

@@ -27,9 +27,10 @@ from kafka_mirror.api.operations import (
 )
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.controller.conditions import condition
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
-from kafka_mirror.controller.status import Event, condition
+from kafka_mirror.controller.status import Event
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
 from kafka_mirror.kafka.groups import CheckpointKey
 from kafka_mirror.topics import TopicNamer

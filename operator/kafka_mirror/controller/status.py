@@ -17,6 +17,7 @@ from kafka_mirror.api.status import (
     MirrorTopicSelectionStatus,
     TopicStatus,
 )
+from kafka_mirror.controller.conditions import condition, progress_conditions
 from kafka_mirror.controller.schedule import runs_between
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import NameFilter, TopicPlan, is_internal
@@ -78,29 +79,6 @@ class Event:
     type: str  # Normal or Warning
     reason: str
     message: str
-
-
-def condition(
-    previous: list[Condition],
-    type_: str,
-    status: bool | None,
-    reason: str,
-    message: str,
-    generation: int | None,
-    now: datetime,
-) -> Condition:
-    """A condition; its transition time is kept from `previous` while the status holds."""
-    value = "Unknown" if status is None else ("True" if status else "False")
-    before = next((c for c in previous if c.type == type_), None)
-    since = before.last_transition_time if before and before.status == value else None
-    return Condition(
-        type=type_,
-        status=value,
-        reason=reason,
-        message=message,
-        last_transition_time=since or now,
-        observed_generation=generation,
-    )
 
 
 def _topic_statuses(
@@ -297,8 +275,10 @@ def mirror_status(
     lost = unacknowledged_loss(status.total_lost_to_retention, acknowledged) > 0
     if lost:
         degraded.insert(0, _lost_message(status, acknowledged))
+    ready_condition = condition(before, "Ready", ready, reason, message, gen, now)
     status.conditions = [
-        condition(before, "Ready", ready, reason, message, gen, now),
+        ready_condition,
+        *progress_conditions(ready_condition, before, gen, now),
         condition(
             before,
             "Paused",
@@ -349,7 +329,13 @@ def unusable_spec_status(
     ready = condition(
         previous.conditions, "Ready", False, problem.reason, problem.message, generation, now
     )
-    status.conditions = [ready, *(c for c in previous.conditions if c.type != "Ready")]
+    progress = progress_conditions(ready, previous.conditions, generation, now)
+    replaced = {"Ready", *(c.type for c in progress)}
+    status.conditions = [
+        ready,
+        *progress,
+        *(c for c in previous.conditions if c.type not in replaced),
+    ]
     return status
 
 
@@ -435,7 +421,7 @@ def selection_status(
         ready = condition(before, "Ready", True, "Applied", message, generation, now)
     return MirrorTopicSelectionStatus(
         observed_generation=generation,
-        conditions=[ready, *conditions],
+        conditions=[ready, *progress_conditions(ready, before, generation, now), *conditions],
         matched_topic_count=len(matched),
         matched_topics=matched[:MAX_TOPIC_NAMES],
         invalid_patterns=invalid_patterns,
