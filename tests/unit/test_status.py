@@ -15,6 +15,7 @@ from kafka_mirror.api.status import (
     MirrorTopicSelectionStatus,
     SkippedTopic,
 )
+from kafka_mirror.controller.reconcile import deployment_problem
 from kafka_mirror.controller.status import (
     MAX_SKIPPED,
     MAX_TOPIC_NAMES,
@@ -174,6 +175,25 @@ def test_workers_not_ready_says_how_many_are() -> None:
     ready = ready_of(status_of(obs))
     assert (ready.status, ready.reason) == ("False", "WorkersNotReady")
     assert ready.message == "1 of 2 workers ready"
+
+
+def test_workers_not_ready_says_why_when_the_deployment_does() -> None:
+    # As a ResourceQuota leaves the Deployment: no pod, and the reason only in its conditions.
+    quota = (
+        'pods "a-to-b-worker-7d9f-x2" is forbidden: exceeded quota: pods, requested: pods=1, '
+        "used: pods=10, limited: pods=10"
+    )
+    conditions = [
+        {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"},
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": quota},
+        {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"},
+    ]
+    state = DeploymentState(1, 0, 0, problem=deployment_problem(conditions))
+    ready = ready_of(status_of(observation(deployment=state)))
+    assert ready.message == f"0 of 1 workers ready: FailedCreate: {quota}"
+    stuck = [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]
+    assert deployment_problem(stuck) == "ProgressDeadlineExceeded"
+    assert deployment_problem(conditions[:1] + conditions[2:]) is None
 
 
 def test_no_workers_when_scaled_to_zero() -> None:

@@ -189,7 +189,18 @@ def _deployment_state(
         status.get("replicas", 0),
         status.get("readyReplicas", 0),
         status.get("terminatingReplicas") or 0,
+        deployment_problem(status.get("conditions") or []),
     )
+
+
+def deployment_problem(conditions: list[dict[str, Any]]) -> str | None:
+    """Why the Deployment's pods do not come, as its own conditions say: a pod it could not
+    create (a quota, Pod Security admission) or a rollout past its deadline."""
+    for kind, failing in (("ReplicaFailure", "True"), ("Progressing", "False")):
+        for found in conditions:
+            if found.get("type") == kind and found.get("status") == failing:
+                return f"{found.get('reason', kind)}: {found.get('message', '')}".rstrip(": ")
+    return None
 
 
 def _observe_kafka(

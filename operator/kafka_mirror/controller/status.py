@@ -45,6 +45,7 @@ class DeploymentState:
     # Pods being deleted, which may still flush their last records (`replicas` leaves them out;
     # the Deployment reports them from Kubernetes 1.35, 0 before).
     terminating: int = 0
+    problem: str | None = None  # what the Deployment's conditions say holds its pods back
 
 
 @dataclass(frozen=True)
@@ -132,10 +133,11 @@ def _ready(obs: MirrorObservation, active: int) -> tuple[bool, str, str]:
     if deployment.desired == 0:
         return False, "NoWorkers", "spec.replicas is 0: scale the mirror up to mirror topics"
     if deployment.ready < deployment.desired:
+        why = f": {deployment.problem}" if deployment.problem else ""
         return (
             False,
             "WorkersNotReady",
-            f"{deployment.ready} of {deployment.desired} workers ready",
+            f"{deployment.ready} of {deployment.desired} workers ready{why}",
         )
     if obs.selection_count == 0:
         return (
