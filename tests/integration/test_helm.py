@@ -177,6 +177,9 @@ def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
         "KafkaMirrorLatencyOverRPO",
         "KafkaMirrorAuditFailed",
         "KafkaMirrorWorkersNotReady",
+        "KafkaMirrorRecordsLostToRetention",
+        "KafkaMirrorAuditStale",
+        "KafkaMirrorOperatorAbsent",
     } <= alerts.keys()
     exported = exported_metric_names()
     for name, rule in alerts.items():
@@ -184,8 +187,10 @@ def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
         assert used, f"{name} uses none of our metrics"
         assert used <= exported, f"{name} uses metrics nobody exports: {used - exported}"
         # Prometheus, not Helm, fills in $labels: the template must leave them intact.
-        assert "{{ $labels.mirror }}" in rule["annotations"]["summary"], name
+        per_mirror = name != "KafkaMirrorOperatorAbsent"
+        assert ("{{ $labels.mirror }}" in rule["annotations"]["summary"]) == per_mirror, name
     assert "kafka_mirror_max_latency_seconds > 300" in alerts["KafkaMirrorLatencyOverRPO"]["expr"]
+    assert alerts["KafkaMirrorOperatorAbsent"]["for"] == "5m"
 
 
 @pytest.mark.parametrize(
