@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kafka_mirror.api.crdgen import all_crds, crd_files
+from kafka_mirror.api.models import KafkaMirrorSpec, MirrorTopicSelectionSpec
 from kafka_mirror.cli import CRD_DIRS
 from kafka_mirror_dev.builds import REPO_ROOT
 
@@ -53,3 +55,21 @@ def test_kafkamirror_has_scale_subresource_and_printer_columns() -> None:
     names = [c["name"] for c in version["additionalPrinterColumns"]]
     assert names[:6] == ["Ready", "Reason", "Replicas", "Active topics", "Lag", "Latency (s)"]
     assert "Age" in names
+
+
+def test_the_charts_artifact_hub_metadata_names_the_crds_as_they_are() -> None:
+    chart = yaml.safe_load((REPO_ROOT / "charts/kafka-mirror-operator/Chart.yaml").read_text())
+    listed = yaml.safe_load(chart["annotations"]["artifacthub.io/crds"])
+    crds = all_crds()
+    assert [(c["kind"], c["version"], c["name"], c["description"]) for c in listed] == [
+        (
+            crd["spec"]["names"]["kind"],
+            crd["spec"]["versions"][0]["name"],
+            crd["metadata"]["name"],
+            crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"],
+        )
+        for crd in crds
+    ]
+    for example in yaml.safe_load(chart["annotations"]["artifacthub.io/crdsExamples"]):
+        model = {"KafkaMirror": KafkaMirrorSpec, "MirrorTopicSelection": MirrorTopicSelectionSpec}
+        model[example["kind"]].model_validate(example["spec"])
