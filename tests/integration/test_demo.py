@@ -40,8 +40,9 @@ def test_demo_runs_the_example_mirror_until_it_is_ready_with_no_lag_and_audits_i
     assert passed
     assert f"applied KafkaMirror {node_namespace}/a-to-b" in shown
     table = shown.split(f"$ kubectl get kafkamirrors -n {node_namespace}\n")[1].splitlines()
-    assert table[0].split() == ["NAME", "READY", "REPLICAS", "ACTIVE", "TOPICS", "LAG", "AGE"]
-    assert table[1].split()[:5] == ["a-to-b", "True", "1", "2", "0"]
+    header = ["NAME", "READY", "REASON", "REPLICAS", "ACTIVE", "TOPICS", "LAG", "LATENCY", "(S)"]
+    assert table[0].split() == [*header, "AGE"]
+    assert table[1].split()[:6] == ["a-to-b", "True", "Mirroring", "1", "2", "0"]
     assert "- accounting.invoices\n  - accounting.payments\n" in shown  # activeTopics
     assert "hr.salaries" not in shown.split("# status, abridged")[1]
     audit = shown.split("lastAudit:")[1]
