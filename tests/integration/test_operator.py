@@ -101,8 +101,8 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
 
     table = node_kc("get", "kafkamirrors")
     header, row = table.splitlines()[:2]
-    assert header.split()[:4] == ["NAME", "READY", "REPLICAS", "ACTIVE"]
-    assert row.split()[:5] == ["a-to-b", "True", "2", "2", "0"]
+    assert header.split()[:5] == ["NAME", "READY", "REASON", "REPLICAS", "ACTIVE"]
+    assert row.split()[:7] == ["a-to-b", "True", "Mirroring", "2", "2", "0", "0"]  # lag, latency
 
     chosen = get_custom(node_stack.api, node_stack.namespace, "mirrortopicselections", "orders")
     assert chosen["status"]["matchedTopics"] == topics
