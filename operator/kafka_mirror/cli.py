@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
+import urllib.parse
+import uuid
 from pathlib import Path
 
 from kafka_mirror.render import DEFAULT_IMAGE
@@ -71,7 +74,19 @@ def _operator(args: argparse.Namespace) -> None:
             unlabelled_secrets=args.allow_unlabelled_secrets,
         ),
     )
-    run(options, [] if args.all_namespaces else args.namespace, args.liveness or None)
+    namespaces = [] if args.all_namespaces else args.namespace
+    if not args.leader_election_namespace:
+        run(options, namespaces, args.liveness or None)
+        return
+    from kafka_mirror.controller import leader
+
+    identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+    health_port = urllib.parse.urlsplit(args.liveness).port if args.liveness else None
+    leader.wait_until_leading(options.api, args.leader_election_namespace, identity, health_port)
+    try:
+        run(options, namespaces, args.liveness or None)
+    finally:
+        leader.give_up(options.api, args.leader_election_namespace, identity)
 
 
 def _audit(args: argparse.Namespace) -> None:
@@ -199,6 +214,12 @@ def parser() -> argparse.ArgumentParser:
     scope.add_argument("--all-namespaces", action="store_true", help="watch every namespace")
     operator.add_argument(
         "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)"
+    )
+    operator.add_argument(
+        "--leader-election-namespace",
+        metavar="NAMESPACE",
+        help="run only while holding the Lease kafka-mirror-operator in this namespace, so that "
+        "several replicas may run and one acts (default: no leader election: run one replica)",
     )
     operator.add_argument(
         "--status-interval",

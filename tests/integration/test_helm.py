@@ -83,6 +83,7 @@ def test_the_monitoring_objects_pass_the_prometheus_operators_schemas(
 # --- the chart's RBAC (its operator end to end: test_node_e2e.py, on the real node) ---
 
 RELEASE = "kafka-mirror-operator"  # the chart's full name is then the release name
+RELEASE_NAMESPACE = "default"  # `helm template` without --namespace
 
 
 def can_i(kubectl: Path, kubeconfig: Path, account: str, *request: str) -> bool:
@@ -222,10 +223,16 @@ def test_the_chart_lints_and_renders_with_its_options(
     args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
         "containers"
     ][0]["args"]
+    # Besides the Role of the leader's Lease, in the release's namespace:
+    roles = [
+        d["metadata"]["namespace"]
+        for d in docs
+        if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader")
+    ]
+    assert f"--leader-election-namespace={RELEASE_NAMESPACE}" in args
     if "allNamespaces" in values:
-        assert "ClusterRole" in kinds and "Role" not in kinds and "--all-namespaces" in args
+        assert "ClusterRole" in kinds and not roles and "--all-namespaces" in args
     elif "team-a" in values:
-        roles = [d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"]
         assert roles == ["team-a", "team-b"]
         assert "--namespace=team-a" in args and "--namespace=team-b" in args
     elif "allowed" in values:
@@ -239,6 +246,7 @@ def test_the_chart_lints_and_renders_with_its_options(
             "--allowed-node-selector=pool=kafka",
             "--allow-plain-without-tls",
             "--allow-unlabelled-secrets",
+            f"--leader-election-namespace={RELEASE_NAMESPACE}",
         ]
     else:
         assert kinds.count("ServiceMonitor") == 2 and "PrometheusRule" in kinds
