@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from kubernetes import client
 from pyspark.sql import SparkSession
 
@@ -33,6 +34,12 @@ from tests.helpers.stack import MirrorStack, run_operator
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 pytest_plugins = ["tests.helpers.tenant"]  # a tenant's identity and the operator guarding it
+
+# Hypothesis times each example (200 ms by default) and its data generation: assertions on a
+# machine's speed, which a busy machine fails (an invariant check of 400 syncs took longer).
+# The properties are what the tests check; their time is the suite's to bound.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 from confluent_kafka import KafkaError, TopicPartition
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -174,7 +174,5 @@ class CommitModel(RuleBasedStateMachine):
 CommitModel.TestCase.settings = settings(
     max_examples=500,
     stateful_step_count=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
 )
 TestCommitModel = CommitModel.TestCase

@@ -141,7 +141,7 @@ KINDS: dict[str, tuple[Callable[[int], list[Raw]], bool]] = {
 }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     kinds=st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=30),
     copies_at_the_end=st.integers(0, 5),

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from pydantic import ValidationError
 
 from kafka_mirror import render
@@ -22,7 +22,7 @@ from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.topics import NameFilter, TopicNamer, plan_topics
 from tests.helpers.hostile import base_mirror, base_selection, mutated
 
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=400)
 # Names a catastrophic pattern would take exponential time on with a backtracking engine.
 TOPICS = ["a" * n for n in range(1, 250, 7)] + ["a" * 100 + "!", "orders.x", "ü" * 60]
 

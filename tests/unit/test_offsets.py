@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import itertools
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_mirror.kafka.formats import OffsetSync
@@ -213,8 +213,6 @@ def test_translation_follows_a_remote_partition_created_again(
         assert translated <= true_position, (position, translated, true_position)
 
 
-# Up to 3,000 syncs an example: on a machine busy with brokers one can take over 200 ms.
-@settings(deadline=None)
 @given(st.integers(0, 10**9), st.integers(1, 1000), st.integers(1, 3000), st.data())
 def test_regular_syncs_cover_every_position_within_a_constant_factor(
     start: int, spacing: int, count: int, data: st.DataObject

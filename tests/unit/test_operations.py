@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_mirror.api.operations import OperationStatus
@@ -242,7 +242,6 @@ class Refresh:
     forward_starts: bool  # a Return's forward mirror renders its workers if marked
 
 
-@settings(deadline=None)  # up to 40 refreshes: no time limit on a busy machine
 @given(
     kind=st.sampled_from(["Promote", "Failover", "Return"]),
     refreshes=st.lists(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_mirror.api.operations import OperationStatus
@@ -140,7 +140,6 @@ RETURN_PHASES = [
 ]
 
 
-@settings(deadline=None)  # up to 30 refreshes: no time limit on a busy machine
 @given(
     st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=30),
 )
