@@ -87,4 +87,4 @@ def test_a_hostile_selection_is_refused_or_matches_in_bounded_time(doc: dict[str
     plan_topics(
         TOPICS, [NameFilter(tuple(spec.includes), tuple(spec.excludes))], TopicNamer("A"), "B"
     )
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 30  # a backtracking engine would take ages; see test_topics
