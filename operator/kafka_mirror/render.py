@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from kafka_mirror.api.models import GROUP, KafkaCluster, KafkaMirrorSpec, SecretKeyRef
+from kafka_mirror.api.clusters import KafkaCluster, SecretKeyRef
+from kafka_mirror.api.models import GROUP, KafkaMirrorSpec
 from kafka_mirror.api.worker_config import (
     ClusterConnection,
     SaslFromEnv,

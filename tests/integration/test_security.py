@@ -30,7 +30,8 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
-from kafka_mirror.api.models import GROUP, VERSION, KafkaCluster
+from kafka_mirror.api.clusters import KafkaCluster
+from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.kube import apply
 from kafka_mirror.render import CONFIG_CHECKSUM_ANNOTATION, WORKER_ENV
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, LocalKafka

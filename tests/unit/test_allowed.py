@@ -18,8 +18,9 @@ from kafka_mirror.api.allowed import (
     SPARK_CONF_KEYS,
     KeyAllowList,
 )
+from kafka_mirror.api.clusters import KafkaCluster
 from kafka_mirror.api.crdgen import all_crds
-from kafka_mirror.api.models import KafkaCluster, SparkSettings
+from kafka_mirror.api.models import SparkSettings
 from kafka_mirror.api.worker_config import ClusterConnection
 from kafka_mirror.worker.clients import (
     MIRROR_PRODUCER_GUARANTEES,

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kafka_mirror.api.models import DNS_LABEL, KafkaMirrorSpec, SecretKeyRef
+from kafka_mirror.api.clusters import SecretKeyRef
+from kafka_mirror.api.models import DNS_LABEL, KafkaMirrorSpec
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.render import (
     CONFIG_CHECKSUM_ANNOTATION,

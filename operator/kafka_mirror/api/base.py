@@ -1,11 +1,14 @@
-"""The base classes of the API models: spec objects strict, status objects tolerant."""
+"""The base classes of the API models (spec objects strict, status objects tolerant) and the
+field types and helpers the spec models share."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF, KeyAllowList
 
 
 class ApiModel(BaseModel):
@@ -34,3 +37,25 @@ def cel(rule: str, message: str, message_expression: str | None = None) -> dict[
     if message_expression is not None:
         validation["messageExpression"] = message_expression
     return {"x-kubernetes-validations": [validation]}
+
+
+def section(model: type[BaseModel], description: str) -> Any:
+    """A nested settings object that is optional and defaults to its own defaults.
+
+    The CRD says `default: {}` so the API server fills in the nested defaults too.
+    """
+    return Field(default_factory=model, description=description)
+
+
+ShortString = Annotated[str, Field(min_length=1, max_length=253)]
+StringMap = Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
+
+
+def keys_rule(allowed: KeyAllowList) -> Any:
+    """The API server's side of a closed list of keys: the same list as a CEL rule, naming the
+    first refused key (the models check it with `allowed.check`)."""
+    return Field(json_schema_extra=cel(allowed.rule, allowed.message, allowed.message_expression))
+
+
+ClientSettings = Annotated[StringMap, AfterValidator(CLIENT_CONFIG.check), keys_rule(CLIENT_CONFIG)]
+SparkSettingsMap = Annotated[StringMap, AfterValidator(SPARK_CONF.check), keys_rule(SPARK_CONF)]

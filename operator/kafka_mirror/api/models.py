@@ -12,10 +12,16 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF, KeyAllowList
-from kafka_mirror.api.base import ApiModel, cel
+from kafka_mirror.api.base import (
+    ApiModel,
+    SparkSettingsMap,
+    StringMap,
+    cel,
+    section,
+)
+from kafka_mirror.api.clusters import KafkaCluster
 from kafka_mirror.api.operations import (
     IDENTITY_RETURN_MESSAGE,
     IDENTITY_RETURN_RULE,
@@ -37,108 +43,7 @@ MAX_PATTERN_LENGTH = 1024
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-# An alias is part of remote topic names, so it must be a legal topic-name fragment without the
-# separator characters that would make `t.A` ambiguous.
-CLUSTER_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
-BOOTSTRAP_SERVERS = r"^[^\s,]+:[0-9]{1,5}(,[^\s,]+:[0-9]{1,5})*$"
 CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
-
-
-def section(model: type[BaseModel], description: str) -> Any:
-    """A nested settings object that is optional and defaults to its own defaults.
-
-    The CRD says `default: {}` so the API server fills in the nested defaults too.
-    """
-    return Field(default_factory=model, description=description)
-
-
-ShortString = Annotated[str, Field(min_length=1, max_length=253)]
-StringMap = Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
-
-
-def keys_rule(allowed: KeyAllowList) -> Any:
-    """The API server's side of a closed list of keys: the same list as a CEL rule, naming the
-    first refused key (the models check it with `allowed.check`)."""
-    return Field(json_schema_extra=cel(allowed.rule, allowed.message, allowed.message_expression))
-
-
-ClientSettings = Annotated[StringMap, AfterValidator(CLIENT_CONFIG.check), keys_rule(CLIENT_CONFIG)]
-SparkSettingsMap = Annotated[StringMap, AfterValidator(SPARK_CONF.check), keys_rule(SPARK_CONF)]
-
-
-# --- clusters -----------------------------------------------------------------------------
-
-
-class SecretKeyRef(ApiModel):
-    """One key of a Secret in the mirror's namespace."""
-
-    name: Annotated[
-        str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    ]
-    key: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
-
-
-class TlsSettings(ApiModel):
-    """TLS towards the cluster. Certificates come from Secrets, mounted into the worker."""
-
-    enabled: bool = Field(default=False, description="Connect with TLS.")
-    ca_certificate: SecretKeyRef | None = Field(
-        default=None,
-        description="PEM CA bundle that signed the brokers' certificates; the system CAs if unset.",
-    )
-    client_certificate: SecretKeyRef | None = Field(
-        default=None, description="PEM client certificate, for mutual TLS."
-    )
-    client_key: SecretKeyRef | None = Field(
-        default=None, description="PEM private key of the client certificate."
-    )
-    verify_hostname: bool = Field(default=True, description="Check the brokers' host names.")
-
-
-class SaslSettings(ApiModel):
-    """SASL authentication. The password (and optionally the user name) come from Secrets."""
-
-    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
-        description="SASL mechanism."
-    )
-    username: Annotated[str, Field(min_length=1, max_length=253)] | None = Field(
-        default=None, description="User name, when it is not secret."
-    )
-    username_secret: SecretKeyRef | None = Field(
-        default=None, description="User name from a Secret (instead of `username`)."
-    )
-    password_secret: SecretKeyRef = Field(description="Password from a Secret.")
-
-
-class KafkaCluster(ApiModel):
-    """How to reach one Kafka cluster, and the alias it has in topic names."""
-
-    model_config = ConfigDict(
-        json_schema_extra=cel(
-            "has(self.sasl) ? (has(self.sasl.username) != has(self.sasl.usernameSecret)) : true",
-            "sasl needs exactly one of username and usernameSecret",
-        )
-    )
-
-    alias: Annotated[str, Field(min_length=1, max_length=64, pattern=CLUSTER_ALIAS)] = Field(
-        description="Cluster alias used in remote topic names (for example `A`, `us-south`)."
-    )
-    bootstrap_servers: Annotated[
-        str, Field(min_length=1, max_length=2048, pattern=BOOTSTRAP_SERVERS)
-    ] = Field(
-        description="Comma-separated host:port list of brokers; each host must be on the "
-        "installer's allow-list when it has one (`--allowed-bootstrap-host`)."
-    )
-    tls: TlsSettings = section(TlsSettings, "TLS settings.")
-    sasl: SaslSettings | None = Field(default=None, description="SASL authentication.")
-    config: ClientSettings = Field(
-        default_factory=dict,
-        description=(
-            "librdkafka tuning settings for both consumer and producer, from a closed list "
-            "(socket, fetch, batching and compression settings); connection, security and "
-            "delivery settings are refused."
-        ),
-    )
 
 
 # --- mirroring behaviour ------------------------------------------------------------------

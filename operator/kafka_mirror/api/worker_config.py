@@ -18,15 +18,13 @@ import yaml
 from pydantic import Field
 
 from kafka_mirror.api.allowed import CLIENT_CONFIG
-from kafka_mirror.api.base import ApiModel
+from kafka_mirror.api.base import ApiModel, StringMap, section
 from kafka_mirror.api.models import (
     Checkpoints,
     Heartbeats,
     OffsetSyncs,
-    StringMap,
     TopicConfigSync,
     TopicNaming,
-    section,
     validate_patterns,
 )
 from kafka_mirror.topics import NameFilter, TopicNamer

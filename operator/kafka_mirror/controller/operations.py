@@ -32,7 +32,7 @@ from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
 from kafka_mirror.controller.status import Event
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
-from kafka_mirror.kafka.groups import CheckpointKey
+from kafka_mirror.kafka.groups import CheckpointKey, Position
 from kafka_mirror.topics import TopicNamer
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
@@ -40,8 +40,6 @@ MAX_PENDING_SHOWN = 3
 PACE_KEPT = timedelta(seconds=30)  # a catch-up's pace shown while its lag reads the same
 DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver", "Return": "Returned"}
 RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver", "Return": "Returning"}
-
-Position = tuple[str, int]  # topic, partition
 
 
 @dataclass(frozen=True)

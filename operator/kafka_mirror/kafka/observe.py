@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka_mirror.kafka.batching import BatchedRead
 from kafka_mirror.kafka.client import AUTH_ERRORS, ClusterUnavailable, reader
 from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
+from kafka_mirror.kafka.groups import Position
 from kafka_mirror.worker import remote_topics
 
 REQUEST_TIMEOUT = 5.0
@@ -40,8 +41,6 @@ RENEW_SECONDS = 10.0  # the least time between two new admin clients of one read
 # The latency probe reads one record per lagging partition; beyond this many it samples.
 LATENCY_PROBE_PARTITIONS = 100
 PROBE_MEMORY = 100_000  # (topic, partition, offset) -> timestamp entries kept, oldest dropped
-
-Partition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ class ClusterReader:
         self._probe_lock = threading.Lock()  # one consumer: one probe at a time
         self._first_timestamps: OrderedDict[tuple[str, int, int], int] = OrderedDict()
         self._metadata = BatchedRead[str, dict[str, int]](lambda _: {"": self._list_topics()})
-        self._ranges = BatchedRead[Partition, tuple[int, int] | ClusterUnavailable](
+        self._ranges = BatchedRead[Position, tuple[int, int] | ClusterUnavailable](
             self._read_ranges
         )
 
@@ -157,7 +156,7 @@ class ClusterReader:
 
     def _offsets(
         self, partitions: list[TopicPartition], spec: OffsetSpec
-    ) -> dict[Partition, int | ClusterUnavailable]:
+    ) -> dict[Position, int | ClusterUnavailable]:
         if not partitions:
             return {}
         # The end a read_committed reader (our workers, the source's consumers) can reach: an
@@ -170,12 +169,12 @@ class ClusterReader:
         return {(tp.topic, tp.partition): _offset_or_error(f) for tp, f in futures.items()}
 
     def _read_ranges(
-        self, partitions: frozenset[Partition]
-    ) -> dict[Partition, tuple[int, int] | ClusterUnavailable]:
+        self, partitions: frozenset[Position]
+    ) -> dict[Position, tuple[int, int] | ClusterUnavailable]:
         asked = [TopicPartition(topic, partition) for topic, partition in partitions]
         ends = self._offsets(asked, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         starts = self._offsets(asked, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        ranges: dict[Partition, tuple[int, int] | ClusterUnavailable] = {}
+        ranges: dict[Position, tuple[int, int] | ClusterUnavailable] = {}
         for key, end in ends.items():
             start = starts[key]
             if isinstance(start, ClusterUnavailable):
@@ -199,11 +198,11 @@ class ClusterReader:
             self._admin, self._renewed_at = AdminClient(self._admin_settings), time.monotonic()
         threading.Thread(target=old.clear, name="destroy-admin", daemon=True).start()
 
-    def log_ranges(self, topics: dict[str, int]) -> dict[Partition, tuple[int, int]]:
+    def log_ranges(self, topics: dict[str, int]) -> dict[Position, tuple[int, int]]:
         """(log start, end) of every partition of `topics`."""
         wanted = [(t, p) for t, count in topics.items() for p in range(count)]
         read = self._ranges.read(wanted)
-        ranges: dict[Partition, tuple[int, int]] = {}
+        ranges: dict[Position, tuple[int, int]] = {}
         for key in wanted:
             found = read[key]
             if isinstance(found, ClusterUnavailable):
@@ -261,7 +260,7 @@ class ClusterReader:
 
     def oldest_pending_timestamps(
         self, pending: Iterable[PartitionProgress], timeout: float = 2.0
-    ) -> dict[Partition, int]:
+    ) -> dict[Position, int]:
         """The timestamp (ms) of the first record not yet mirrored, per lagging partition."""
         wanted = sorted((p for p in pending if p.lag > 0), key=lambda p: -p.lag)
         positions = {
@@ -285,13 +284,13 @@ class ClusterReader:
                 if (*key, offset) in self._first_timestamps
             }
 
-    def _probe(self, positions: dict[Partition, int], timeout: float) -> dict[Partition, int]:
+    def _probe(self, positions: dict[Position, int], timeout: float) -> dict[Position, int]:
         """Read the first record at or after each position; its timestamp, per partition."""
         if self._consumer is None:
             self._consumer = reader(self._settings, "kafka-mirror-operator-probe")
         consumer = self._consumer
         consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
-        found: dict[Partition, int] = {}
+        found: dict[Position, int] = {}
         deadline = time.monotonic() + timeout
         while len(found) < len(positions) and time.monotonic() < deadline:
             for message in consumer.consume(len(positions), timeout=0.2):

@@ -22,10 +22,9 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kafka_mirror.kafka.client import reader
 from kafka_mirror.kafka.formats import newest_provenance
+from kafka_mirror.kafka.groups import Position
 
 READ_SECONDS = 10.0
-
-Position = tuple[str, int]  # topic, partition
 
 
 def original_offset(
