@@ -71,7 +71,18 @@ def test_a_teams_selection_of_everything_copies_only_what_the_mirror_grants_it(
         lambda: f"team C's selection to say it is granted nothing: {status('team-c-all')}",
     )
     assert status("team-c-all").get("matchedTopicCount") == 0
-    config = client.CoreV1Api(kube_api).read_namespaced_config_map("m-worker-config", namespace)
-    selections = {s["name"]: s for s in yaml.safe_load(config.data["worker.yaml"])["selections"]}
-    assert selections["team-a-all"]["within"] == [f"team-a\\.{run}\\..*"]
-    assert selections["team-c-all"]["within"] == []
+
+    # The workers' configuration follows within a status tick: a selection's status is its
+    # own, and the mirror's next converge (its handler's, or the tick's) writes the ConfigMap.
+    def configured() -> dict[str, object]:
+        config = client.CoreV1Api(kube_api).read_namespaced_config_map("m-worker-config", namespace)
+        selections = yaml.safe_load(config.data["worker.yaml"])["selections"]
+        return {s["name"]: s["within"] for s in selections}
+
+    wait_for(
+        lambda: configured() == {"team-a-all": [f"team-a\\.{run}\\..*"], "team-c-all": []},
+        60,
+        lambda: (
+            f"both selections in the workers' configuration, within their grants: {configured()}"
+        ),
+    )
