@@ -321,6 +321,24 @@ def build_metrics_service(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def build_disruption_budget(namespace: str, name: str, spec: KafkaMirrorSpec) -> dict[str, Any]:
+    """The workers' PodDisruptionBudget: a node drain evicts at most this many at once, so a
+    mirror never loses all its workers to one upgrade."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": worker_name(name),
+            "namespace": namespace,
+            "labels": _labels(name, "worker"),
+        },
+        "spec": {
+            "maxUnavailable": spec.worker.disruption_budget.max_unavailable,
+            "selector": {"matchLabels": selector_labels(name)},
+        },
+    }
+
+
 def build_audit_cronjob(
     namespace: str,
     name: str,

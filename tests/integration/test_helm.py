@@ -126,6 +126,7 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
         ("create", "deployments.apps"),
         ("patch", "deployments.apps"),
         ("delete", "cronjobs.batch"),
+        ("patch", "poddisruptionbudgets.policy"),
         ("create", "rolebindings.rbac.authorization.k8s.io"),
         ("create", "events"),
     ):

@@ -124,6 +124,38 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
         node_stack.namespace,
     )
 
+    # The workers' disruption budget, as the disruption controller and the eviction API (what
+    # `kubectl drain` calls) apply it: one worker may go, the second is refused while the
+    # first is away, and the mirror comes back to two ready workers.
+    policy = client.PolicyV1Api(node_stack.api)
+
+    def budget() -> Any:
+        return policy.read_namespaced_pod_disruption_budget("a-to-b-worker", node_stack.namespace)
+
+    wait_for(
+        lambda: (budget().status.expected_pods, budget().status.disruptions_allowed) == (2, 1),
+        30,
+        lambda: f"the budget to count 2 workers and allow 1 disruption: {budget().status}",
+    )
+    first, second = (pod.metadata.name for pod in node_stack.pods.workers("a-to-b"))
+    evict(core, first, node_stack.namespace)
+    with pytest.raises(client.ApiException) as refused:
+        evict(core, second, node_stack.namespace)
+    assert refused.value.status == 429, refused.value.body
+
+    def replaced() -> list[str]:
+        return [
+            pod.metadata.name
+            for pod in node_stack.pods.workers("a-to-b")
+            if pod.metadata.name != first and ready(pod)
+        ]
+
+    wait_for(
+        lambda: len(replaced()) == 2,
+        120,
+        lambda: f"two ready workers besides the evicted {first}: {replaced()}",
+    )
+
     # What Prometheus scrapes from the operator says the same as the status.
     with urllib.request.urlopen(
         f"http://127.0.0.1:{node_stack.operator.metrics_port}/metrics"
@@ -133,6 +165,15 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
     assert f"kafka_mirror_ready{{{labels}}} 1.0" in scraped
     assert f"kafka_mirror_workers_ready{{{labels}}} 2.0" in scraped
     assert f"kafka_mirror_active_topics{{{labels}}} 2.0" in scraped
+
+
+def ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def evict(core: client.CoreV1Api, pod: str, namespace: str) -> None:
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=namespace))
+    core.create_namespaced_pod_eviction(pod, namespace, eviction)
 
 
 # --- changing, scaling, pausing, deleting ------------------------------------------------------
@@ -243,7 +284,7 @@ def test_selection_changes_scaling_pausing_and_deleting_take_effect(
     # children soon after, by the garbage collector or the status loop); the remote topics stay.
     node_kc("delete", "kafkamirror/m", "--timeout=60s")
     apps, core = client.AppsV1Api(node_stack.api), client.CoreV1Api(node_stack.api)
-    batch = client.BatchV1Api(node_stack.api)
+    batch, policy = client.BatchV1Api(node_stack.api), client.PolicyV1Api(node_stack.api)
     wait_for(
         lambda: (
             not any(
@@ -252,6 +293,7 @@ def test_selection_changes_scaling_pausing_and_deleting_take_effect(
                     (apps.read_namespaced_deployment, "m-worker"),
                     (core.read_namespaced_config_map, "m-worker-config"),
                     (core.read_namespaced_service, "m-metrics"),
+                    (policy.read_namespaced_pod_disruption_budget, "m-worker"),
                     (batch.read_namespaced_cron_job, "m-audit"),
                 )
             )

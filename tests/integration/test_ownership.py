@@ -1,8 +1,9 @@
 """A mirror touches only the children it controls: an author who may only create and delete
 KafkaMirror objects (impersonated, on the real API server) names a mirror so that one of its
 children's names is an object of someone else's (a Deployment `ledger-worker`, the chart's own
-metrics Service, a ServiceAccount `X-audit`), and creates, disallows and deletes it. The
-mirror reports the name taken; the object keeps its resourceVersion and content throughout."""
+metrics Service, a ServiceAccount `X-audit`, a PodDisruptionBudget `payments-worker`), and
+creates, disallows and deletes it. The mirror reports the name taken; the object keeps its
+resourceVersion and content throughout."""
 
 from __future__ import annotations
 
@@ -53,10 +54,20 @@ def service_account(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+def disruption_budget(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "payments"}}},
+    }
+
+
 BYSTANDERS: list[tuple[str, str, Callable[[str, str], dict[str, Any]]]] = [
     ("ledger", "ledger-worker", deployment),
     ("kafka-mirror-operator", "kafka-mirror-operator-metrics", service),  # the chart's Service
     ("x", "x-audit", service_account),
+    ("payments", "payments-worker", disruption_budget),  # no Deployment of that name
 ]
 
 

@@ -28,6 +28,7 @@ from kafka_mirror.render import (
     build_audit_rbac,
     build_config_map,
     build_deployment,
+    build_disruption_budget,
     build_metrics_service,
     build_worker_config,
     config_checksum,
@@ -503,6 +504,18 @@ def test_metrics_service_name_fits_a_dns_label_for_a_mirror_name_at_the_limit() 
     name = build_metrics_service(NAMESPACE, LONG_NAME)["metadata"]["name"]
     assert len(name) <= LABEL_VALUE_LIMIT
     assert re.fullmatch(DNS_LABEL, name)
+
+
+def test_disruption_budget_covers_the_worker_pods_only() -> None:
+    spec = mirror_spec(worker={"disruptionBudget": {"maxUnavailable": 2}})
+    budget = build_disruption_budget(NAMESPACE, NAME, spec)
+    worker_labels = deployment(spec)["spec"]["template"]["metadata"]["labels"]
+    audit_labels = audit_cronjob(spec)["spec"]["jobTemplate"]["spec"]["template"]["metadata"]
+    selector = budget["spec"]["selector"]["matchLabels"]
+    assert selects(selector, worker_labels) and not selects(selector, audit_labels["labels"])
+    assert budget["spec"]["maxUnavailable"] == 2
+    # One worker at a time unless the spec says otherwise: a drain goes on, the mirror stays up.
+    assert build_disruption_budget(NAMESPACE, NAME, plain_spec())["spec"]["maxUnavailable"] == 1
 
 
 def test_audit_pods_are_not_taken_over_by_the_worker_deployment() -> None:

@@ -51,8 +51,8 @@ What the operator does, and nothing more (each verb is a call it makes):
   which the OwnerReferencesPermissionEnforcement admission plugin allows only to who may update
   the owner's finalizers;
 - Secrets a mirror names: get by name (no list, no watch);
-- each mirror's children (ConfigMap, Deployment, Service, CronJob, and the audit's
-  ServiceAccount, Role and RoleBinding): get (is the name free, or the mirror's own?),
+- each mirror's children (ConfigMap, Deployment, PodDisruptionBudget, Service, CronJob, and
+  the audit's ServiceAccount, Role and RoleBinding): get (is the name free, or the mirror's own?),
   server-side apply (patch, and create when the object is new), delete;
 - events: create (core v1, as kopf and the status loop post them).
 */}}
@@ -89,6 +89,9 @@ What the operator does, and nothing more (each verb is a call it makes):
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["cronjobs"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]

@@ -202,6 +202,17 @@ class Resources(ApiModel):
     limits: Annotated[dict[str, Quantity], Field(max_length=16)] = Field(default_factory=dict)
 
 
+class DisruptionBudget(ApiModel):
+    """The workers' PodDisruptionBudget: how far a voluntary disruption may go."""
+
+    max_unavailable: Annotated[int, Field(ge=0, le=1_000)] = Field(
+        default=1,
+        description="Worker pods that a voluntary disruption (a node drain, a cluster upgrade) "
+        "may evict at once. The default, 1, lets a drain go on one worker at a time; 0 holds "
+        "every drain until a person steps in.",
+    )
+
+
 class WorkerPod(ApiModel):
     """Settings of the worker pods."""
 
@@ -221,6 +232,9 @@ class WorkerPod(ApiModel):
     node_selector: StringMap = Field(default_factory=dict)
     tolerations: Annotated[list[Toleration], Field(max_length=64)] = Field(default_factory=list)
     annotations: StringMap = Field(default_factory=dict, description="Extra pod annotations.")
+    disruption_budget: DisruptionBudget = section(
+        DisruptionBudget, "The workers' PodDisruptionBudget."
+    )
 
 
 class SelectionGrant(ApiModel):

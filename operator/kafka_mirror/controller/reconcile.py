@@ -66,6 +66,7 @@ def desired_children(inputs: MirrorInputs, image: str) -> Desired:
         render.build_config_map(namespace, name, config),
         render.build_deployment(namespace, name, spec, envs, checksum, image),
         render.build_metrics_service(namespace, name),
+        render.build_disruption_budget(namespace, name, spec),
         render.build_audit_cronjob(namespace, name, spec, envs, image),
         *render.build_audit_rbac(namespace, name),
     ]
@@ -157,6 +158,7 @@ def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid:
         ("apps/v1", "Deployment", render.worker_name(name)),
         ("batch/v1", "CronJob", render.audit_cronjob_name(name)),
         ("v1", "Service", render.metrics_service_name(name)),
+        ("policy/v1", "PodDisruptionBudget", render.worker_name(name)),
         ("v1", "ConfigMap", render.config_map_name(name)),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", render.audit_account_name(name)),
         ("rbac.authorization.k8s.io/v1", "Role", render.audit_account_name(name)),
