@@ -167,10 +167,22 @@ def kube_api(kube_apiserver: KubeApiServer) -> Iterator[client.ApiClient]:
     api.close()
 
 
-def _fresh_namespace(api: client.ApiClient, with_default_account: bool = False) -> Iterator[str]:
+# The Pod Security level of the node's namespaces, as the plain manifests label theirs: every pod
+# the operator, the chart or a test makes there must meet it, or the API server refuses it.
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+
+
+def _fresh_namespace(
+    api: client.ApiClient, with_default_account: bool = False, labels: dict[str, str] | None = None
+) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    core.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels))
+    )
     if with_default_account:
         # The node's controller manager makes it a moment later, on a busy machine seconds
         # later; a pod is refused until then (a Deployment's controller just tries again).
@@ -336,8 +348,8 @@ def node_kafka_b(
 @pytest.fixture
 def node_namespace(node_api: client.ApiClient) -> Iterator[str]:
     """A fresh namespace on the node's API server for one test, its default ServiceAccount
-    made."""
-    yield from _fresh_namespace(node_api, with_default_account=True)
+    made, enforcing the restricted Pod Security level."""
+    yield from _fresh_namespace(node_api, with_default_account=True, labels=RESTRICTED)
 
 
 @pytest.fixture

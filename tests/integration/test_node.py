@@ -132,6 +132,24 @@ def test_the_image_runs_under_the_rendered_security_context(
     }
 
 
+def test_the_namespaces_refuse_a_pod_below_the_restricted_level(
+    kube_node: KubeNode, node_api: client.ApiClient, node_namespace: str
+) -> None:
+    """Every node test's namespace enforces the restricted level, as the plain manifests' does:
+    the pods the operator and the chart make there pass it because they meet it (this pod,
+    the rendered worker pod without its security context, is refused)."""
+    pod = _rendered_pod(kube_node, node_namespace)
+    pod.pop("securityContext")
+    for container in pod["containers"]:
+        container.pop("securityContext")
+    body = {"metadata": {"name": "below-restricted"}, "spec": pod}
+    with pytest.raises(client.ApiException) as refused:
+        client.CoreV1Api(node_api).create_namespaced_pod(node_namespace, body)
+    assert refused.value.status == 403 and 'violates PodSecurity "restricted' in str(
+        refused.value.body
+    ), refused.value.body
+
+
 def _owned_by(items: list[Any], uid: str) -> list[Any]:
     return [i for i in items if any(o.uid == uid for o in i.metadata.owner_references or [])]
 

@@ -179,6 +179,14 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
         (operator,) = cluster.pods(OPERATOR)
         assert operator.spec.service_account_name == RELEASE
         assert operator.spec.containers[0].image == kube_node.image
+        # `helm test`: its pod reaches the operator's metrics through the chart's Service.
+        tested = run_helm(
+            helm,
+            tmp_path,
+            *("test", RELEASE, "--namespace", namespace, "--logs", "--timeout", "3m"),
+            kubeconfig=kube_node.kubeconfig,
+        )
+        assert "operator metrics present" in tested, tested
 
         # The examples: worker pods as rendered, mirroring A→B until the status says all is
         # there; then every record compared by content. The session's Kafka pair is shared
