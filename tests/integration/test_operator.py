@@ -124,6 +124,16 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
         node_stack.namespace,
     )
 
+    # What Prometheus scrapes from the operator says the same as the status.
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{node_stack.operator.metrics_port}/metrics"
+    ) as response:
+        scraped = response.read().decode()
+    labels = f'mirror="a-to-b",namespace="{node_stack.namespace}"'
+    assert f"kafka_mirror_ready{{{labels}}} 1.0" in scraped
+    assert f"kafka_mirror_workers_ready{{{labels}}} 2.0" in scraped
+    assert f"kafka_mirror_active_topics{{{labels}}} 2.0" in scraped
+
     # The workers' disruption budget, as the disruption controller and the eviction API (what
     # `kubectl drain` calls) apply it: one worker may go, the second is refused while the
     # first is away, and the mirror comes back to two ready workers.
@@ -155,16 +165,8 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
         120,
         lambda: f"two ready workers besides the evicted {first}: {replaced()}",
     )
-
-    # What Prometheus scrapes from the operator says the same as the status.
-    with urllib.request.urlopen(
-        f"http://127.0.0.1:{node_stack.operator.metrics_port}/metrics"
-    ) as response:
-        scraped = response.read().decode()
-    labels = f'mirror="a-to-b",namespace="{node_stack.namespace}"'
-    assert f"kafka_mirror_ready{{{labels}}} 1.0" in scraped
-    assert f"kafka_mirror_workers_ready{{{labels}}} 2.0" in scraped
-    assert f"kafka_mirror_active_topics{{{labels}}} 2.0" in scraped
+    produce(node_stack.kafka_a.bootstrap_servers, topics[0], records(300, partitions=3))
+    assert len(consume(node_stack.kafka_b.bootstrap_servers, f"{topics[0]}.A", 600, 90)) == 600
 
 
 def ready(pod: Any) -> bool:
