@@ -49,8 +49,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check operator dev/python tests bench
 	$(BIN)/mypy
 
-## Install Kafka, Spark's Kafka jars, etcd, kube-apiserver, kubectl, Helm and actionlint into the
-## cache (first run: ~21 minutes), and the real node's kubelet, controllers and kube-proxy, and
+## Install Kafka, Spark's Kafka jars, etcd, kube-apiserver, kubectl, Helm, actionlint, promtool and
+## Prometheus into the cache (first run: ~21 minutes, more for Prometheus: see README), and the real node's kubelet, controllers and kube-proxy, and
 ## (as root) its packages and images (docs/dev-stack.md).
 build: $(STAMP)
 	$(BIN)/kafka-mirror dev build

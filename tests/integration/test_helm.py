@@ -182,6 +182,7 @@ def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
         "KafkaMirrorRecordsLostToRetention",
         "KafkaMirrorAuditStale",
         "KafkaMirrorOperatorAbsent",
+        "KafkaMirrorOperatorStatusStale",
     } <= alerts.keys()
     exported = exported_metric_names()
     for name, rule in alerts.items():
@@ -189,7 +190,7 @@ def test_the_alert_rules_cover_the_issues_and_use_only_exported_metrics(
         assert used, f"{name} uses none of our metrics"
         assert used <= exported, f"{name} uses metrics nobody exports: {used - exported}"
         # Prometheus, not Helm, fills in $labels: the template must leave them intact.
-        per_mirror = name != "KafkaMirrorOperatorAbsent"
+        per_mirror = not name.startswith("KafkaMirrorOperator")
         assert ("{{ $labels.mirror }}" in rule["annotations"]["summary"]) == per_mirror, name
     assert "kafka_mirror_max_latency_seconds > 300" in alerts["KafkaMirrorLatencyOverRPO"]["expr"]
     assert alerts["KafkaMirrorOperatorAbsent"]["for"] == "5m"

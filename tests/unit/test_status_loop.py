@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -64,6 +65,7 @@ class Recorder:
         self.mirrors: list[str] = []
         self.selections: list[tuple[str, set[str]]] = []
         self.forgotten: list[tuple[str, str]] = []
+        self.ticks = 0
         self.lock = threading.Lock()
 
     def loop(self) -> StatusLoop:
@@ -73,8 +75,12 @@ class Recorder:
             self.mirror,
             self.selection,
             lambda mirror, uid: self.forgotten.append((mirror, uid)),
+            self.refreshed,
             workers=4,
         )
+
+    def refreshed(self) -> None:
+        self.ticks += 1
 
     def mirror(self, raw: Raw) -> None:
         if raw["metadata"]["name"] == "broken":
@@ -98,6 +104,19 @@ def test_a_tick_refreshes_every_live_mirror_then_every_selection_with_the_mirror
     assert sorted(recorder.mirrors) == ["m1", "m2"]  # one failing does not stop the others
     assert recorder.selections == [("s1", {"ns/m1", "ns/broken", "ns/m2"})]
     assert recorder.forgotten == []
+    assert recorder.ticks == 1  # the stale-status alert's timestamp: one failure does not stop it
+
+
+def test_a_tick_whose_listing_fails_is_not_a_refresh() -> None:
+    def unreachable(plural: str) -> list[Raw]:
+        raise RuntimeError("the API server did not answer")
+
+    recorder = Recorder({})
+    loop = recorder.loop()
+    loop.lister = unreachable
+    with pytest.raises(RuntimeError):
+        loop.tick()
+    assert recorder.ticks == 0  # the timestamp stays, and the alert fires in time
 
 
 def test_a_mirror_no_longer_listed_is_forgotten_once() -> None:

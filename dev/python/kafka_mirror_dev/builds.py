@@ -201,6 +201,10 @@ NODE_TOOLS = (KUBELET, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY)
 PAUSE = GoTool("pause", ".")
 KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm")
+# The alert rules' unit tests (`promtool test rules`) and the Prometheus that evaluates them
+# against the real node's pods, from one pinned module.
+PROMTOOL = GoTool("promtool", "github.com/prometheus/prometheus/cmd/promtool", module="prometheus")
+PROMETHEUS = GoTool("prometheus", "github.com/prometheus/prometheus/cmd/prometheus")
 # Lints the kind e2e's GitHub workflow (which cannot run here).
 ACTIONLINT = GoTool("actionlint", "github.com/rhysd/actionlint/cmd/actionlint")
 
@@ -289,6 +293,7 @@ def ensure_all() -> None:
     """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
     kafka_libs()
     spark_kafka_jars()
-    for tool in (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT, *NODE_TOOLS, PAUSE):
+    tools = (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT, PROMTOOL, PROMETHEUS)
+    for tool in (*tools, *NODE_TOOLS, PAUSE):
         tool.ensure()
     prometheus_operator_crds()

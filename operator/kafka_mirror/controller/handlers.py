@@ -247,6 +247,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         lambda raw: refresh_mirror(raw, indices_seen),
         refresh_selection,
         mirror_gone,
+        options.metrics.status_refreshed.set_to_current_time,
     )
 
     @kopf.on.cleanup(registry=registry)

@@ -69,6 +69,12 @@ class OperatorMetrics:
             "Time to apply a mirror's children (ConfigMap, Deployment, Service, CronJob).",
             registry=self.registry,
         )
+        self.status_refreshed = Gauge(
+            "kafka_mirror_operator_status_refreshed_timestamp_seconds",
+            "When the status loop last listed and refreshed every mirror and selection (Unix "
+            "time; 0 until then, and on a replica that is not the leader).",
+            registry=self.registry,
+        )
         self._per_mirror = [
             self.ready,
             self.workers_desired,

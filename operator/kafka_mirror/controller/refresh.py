@@ -115,7 +115,7 @@ class StatusLoop:
     """Refreshes every served mirror's, then every selection's, status each `interval` seconds
     (a selection's status reports the source topics its mirror's refresh read), and tells
     `gone` the mirrors no longer listed (or being deleted, or made again: another uid), with
-    the uid of the one that went."""
+    the uid of the one that went; `refreshed` hears of each tick that listed them all."""
 
     def __init__(
         self,
@@ -124,11 +124,12 @@ class StatusLoop:
         refresh_mirror: RefreshMirror,
         refresh_selection: RefreshSelection,
         gone: Callable[[str, str], None],
+        refreshed: Callable[[], None] = lambda: None,
         workers: int = 16,
     ) -> None:
         self.lister, self.interval = lister, interval
         self.refresh_mirror, self.refresh_selection = refresh_mirror, refresh_selection
-        self.gone = gone
+        self.gone, self.refreshed = gone, refreshed
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
         self._stopping, self._starting = threading.Event(), threading.Lock()
         self._known: dict[str, str] = {}  # each mirror listed last, and its uid
@@ -172,6 +173,7 @@ class StatusLoop:
         self._each(self.refresh_mirror, mirrors)
         selections = live(self.lister(SELECTIONS))
         self._each(lambda raw: self.refresh_selection(raw, set(present)), selections)
+        self.refreshed()
 
     def _each(self, refresh: Callable[[Raw], None], raws: list[Raw]) -> None:
         if self._stopping.is_set():
