@@ -88,7 +88,7 @@ def test_prometheus_scrapes_the_workers_and_the_lag_alert_fires_while_paused_and
 
         wait_for(
             lambda: len(worker_targets()) == 1,
-            60,
+            120,
             lambda: f"the worker pod scraped through the Service: {prometheus.targets()}",
         )
         # The worker's own series, under its pod and the mirror's namespace.
@@ -98,7 +98,7 @@ def test_prometheus_scrapes_the_workers_and_the_lag_alert_fires_while_paused_and
             lambda: bool(
                 prometheus.query(f'kafka_mirror_records_total{{pod="{target["labels"]["pod"]}"}}')
             ),
-            30,
+            60,
             "the worker's records counter in Prometheus",
         )
         wait_for(
