@@ -1,7 +1,11 @@
-# The project's one image: the operator, the mirroring workers, the PySpark audit and the smoke
-# check are all `kafka-mirror <command>` (the chart, the worker Deployments and the audit CronJob
-# set `command: ["kafka-mirror"]`). Build from the repository root:
-#   docker build -t kafka-mirror-operator:dev .
+# The project's two images, from one build. Every entry point is `kafka-mirror <command>` (the
+# chart, the worker Deployments and the audit CronJob set `command: ["kafka-mirror"]`):
+#   operator (the default target): the operator, the mirroring workers and the smoke check;
+#     no Java, no Spark:
+#       docker build -t ghcr.io/kafka-mirror/kafka-mirror-operator:0.1.0 .
+#   audit: the PySpark audit the CronJobs run, with a Java runtime and Spark's Kafka source:
+#       docker build --target audit -t ghcr.io/kafka-mirror/kafka-mirror-operator-audit:0.1.0 .
+# Build from the repository root.
 #
 # The base images are build arguments, so a machine that reaches no image registry builds from
 # local ones (the dev stack makes them from Debian's packages and builds this file on them with
@@ -39,9 +43,10 @@ COPY pyproject.toml setup.py README.md /build/
 COPY operator/ /build/operator/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels /build
 
-# Stage 3: the runtime.
+# Stage 3: what both images have: the labels, the pods' user and environment, and the
+# mimalloc the workers preload (kafka_mirror.render.WORKER_ENV).
 # hadolint ignore=DL3006
-FROM ${PYTHON_IMAGE}
+FROM ${PYTHON_IMAGE} AS runtime
 
 # Keep in step with pyproject.toml's version (tests/unit/test_shipping_lint.py checks it).
 ARG VERSION=0.1.0
@@ -52,17 +57,12 @@ LABEL org.opencontainers.image.title="kafka-mirror-operator" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 
-# PySpark (the audit) needs a Java 17 runtime; the workers preload mimalloc
-# (kafka_mirror.render.WORKER_ENV). Debian's security updates replace package
-# versions, so pinning one would break the build (DL3008). The slim image lacks the man
-# directory the JRE's postinst links into. /usr/lib/jvm/java-17 names the JRE on every
-# architecture (the package's own directory ends in -amd64, -arm64, ...).
+# Debian's security updates replace package versions, so pinning one would break the build
+# (DL3008).
 # hadolint ignore=DL3008
-RUN mkdir -p /usr/share/man/man1 \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless libmimalloc2.0 \
-    && rm -rf /var/lib/apt/lists/* \
-    && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /usr/lib/jvm/java-17
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libmimalloc2.0 \
+    && rm -rf /var/lib/apt/lists/*
 
 # The uid every pod runs as (the chart's operator, and the workers and audits the operator
 # starts: kafka_mirror.render.IMAGE_USER) needs a name: Java takes user.home from /etc/passwd
@@ -72,25 +72,43 @@ RUN groupadd --gid 10001 kafka-mirror \
     && useradd --uid 10001 --gid 10001 --no-log-init --no-create-home --home-dir /tmp \
         --shell /usr/sbin/nologin kafka-mirror
 
-ENV JAVA_HOME=/usr/lib/jvm/java-17 \
-    KAFKA_MIRROR_SPARK_JARS=/opt/kafka-mirror/spark-jars \
-    HOME=/tmp \
+ENV HOME=/tmp \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
+WORKDIR /tmp
+ENTRYPOINT ["kafka-mirror"]
+CMD ["--help"]
 
+# Stage 4: the audit image: PySpark (the package's `audit` extra), the Java 17 runtime it needs
+# and Spark's Kafka source. The slim image lacks the man directory the JRE's postinst links
+# into. /usr/lib/jvm/java-17 names the JRE on every architecture (the package's own directory
+# ends in -amd64, -arm64, ...).
+FROM runtime AS audit
+LABEL org.opencontainers.image.title="kafka-mirror-operator-audit"
+# hadolint ignore=DL3008
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /usr/lib/jvm/java-17
+ENV JAVA_HOME=/usr/lib/jvm/java-17 \
+    KAFKA_MIRROR_SPARK_JARS=/opt/kafka-mirror/spark-jars
 COPY --from=spark-jars /jars/ /opt/kafka-mirror/spark-jars/
+COPY --from=wheel /wheels/ /tmp/wheels/
+RUN pip install --no-cache-dir "$(ls /tmp/wheels/*.whl)[audit]" \
+    && rm -rf /tmp/wheels \
+    && python -c "import kafka_mirror.audit.spark, kafka_mirror.worker.batches as b; assert b.__file__.endswith('.so'), b.__file__"
+# Numeric, so the kubelet can verify runAsNonRoot.
+USER 10001:10001
 
-# The wheel of stage 2 and its dependencies; the import fails the build if the hot path did
-# not compile (an interpreted one would run, slower).
+# Stage 5, the default: the operator and worker image. The wheel of stage 2 and its
+# dependencies; the import fails the build if the hot path did not compile (an interpreted one
+# would run, slower).
+FROM runtime AS operator
 COPY --from=wheel /wheels/ /tmp/wheels/
 RUN pip install --no-cache-dir /tmp/wheels/*.whl \
     && rm -rf /tmp/wheels \
     && python -c "import kafka_mirror.worker.batches as b; assert b.__file__.endswith('.so'), b.__file__"
-
-# Numeric, so the kubelet can verify runAsNonRoot.
 USER 10001:10001
-WORKDIR /tmp
-ENTRYPOINT ["kafka-mirror"]
-CMD ["--help"]

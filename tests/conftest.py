@@ -359,9 +359,9 @@ def node_operator(
     """The operator as a local process on the node's API server, its workers and audits pods
     of the node's image."""
     install_crds(node_api)
-    worker_image = ("--worker-image", kube_node.image)
+    images = ("--worker-image", kube_node.image, "--audit-image", kube_node.audit_image)
     yield from run_operator(
-        OperatorProcess(kube_node.kubeconfig, node_namespace, tmp_path, extra_args=worker_image)
+        OperatorProcess(kube_node.kubeconfig, node_namespace, tmp_path, extra_args=images)
     )
 
 

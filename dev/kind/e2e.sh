@@ -19,6 +19,8 @@ RELEASE=kafka-mirror-operator # as in docs/install.md
 IMAGE_REPOSITORY=kafka-mirror-operator
 IMAGE_TAG=e2e
 IMAGE="${IMAGE_REPOSITORY}:${IMAGE_TAG}"
+# The audit's image, where the chart looks for it: the repository with -audit, the same tag.
+AUDIT_IMAGE="${IMAGE_REPOSITORY}-audit:${IMAGE_TAG}"
 MIRROR=a-to-b
 SMOKE_JOB=kafka-mirror-smoke
 SMOKE_WAIT_SECONDS=900 # the Job's activeDeadlineSeconds
@@ -73,11 +75,12 @@ else
   kind create cluster --config kind-config.yaml --wait 180s
 fi
 
-step "building ${IMAGE}"
+step "building ${IMAGE} and ${AUDIT_IMAGE}"
 docker build -t "${IMAGE}" .
+docker build --target audit -t "${AUDIT_IMAGE}" .
 
-step "loading ${IMAGE} into the kind nodes"
-kind load docker-image "${IMAGE}" --name "${CLUSTER}"
+step "loading them into the kind nodes"
+kind load docker-image "${IMAGE}" "${AUDIT_IMAGE}" --name "${CLUSTER}"
 
 step "starting Kafka A and B (dev/kind/kafka.yaml)"
 kube apply -f dev/kind/kafka.yaml

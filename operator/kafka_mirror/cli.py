@@ -10,7 +10,7 @@ import urllib.parse
 import uuid
 from pathlib import Path
 
-from kafka_mirror.render import DEFAULT_IMAGE
+from kafka_mirror.render import DEFAULT_AUDIT_IMAGE, DEFAULT_IMAGE, Images
 
 
 def _crds(args: argparse.Namespace) -> None:
@@ -60,7 +60,7 @@ def _operator(args: argparse.Namespace) -> None:
         metrics.serve(args.metrics_port)
     options = OperatorOptions(
         api=api_client(Path(args.kubeconfig) if args.kubeconfig else None),
-        worker_image=args.worker_image,
+        images=Images(args.worker_image, args.audit_image),
         status_interval=args.status_interval,
         metrics=metrics,
         allowed=AllowLists(
@@ -92,7 +92,13 @@ def _operator(args: argparse.Namespace) -> None:
 def _audit(args: argparse.Namespace) -> None:
     import logging
 
-    from kafka_mirror.audit.main import run
+    try:
+        from kafka_mirror.audit.main import run
+    except ImportError:  # the operator and worker image has no PySpark nor Java
+        raise SystemExit(
+            "the audit needs PySpark, which is not installed here: run it in the audit image "
+            f"({DEFAULT_AUDIT_IMAGE.rsplit(':', 1)[0]}), or install kafka-mirror-operator[audit]"
+        ) from None
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -233,6 +239,12 @@ def parser() -> argparse.ArgumentParser:
         help="image of the worker pods when a mirror does not set one "
         "(default: $KAFKA_MIRROR_WORKER_IMAGE, else the operator's own image)",
     )
+    operator.add_argument(
+        "--audit-image",
+        default=os.environ.get("KAFKA_MIRROR_AUDIT_IMAGE", DEFAULT_AUDIT_IMAGE),
+        help="image of the audit pods when a mirror does not set one: PySpark, Java and "
+        f"Spark's Kafka source (default: $KAFKA_MIRROR_AUDIT_IMAGE, else {DEFAULT_AUDIT_IMAGE})",
+    )
     # What a KafkaMirror may point at (kafka_mirror.api.policy): the installer's allow-lists.
     operator.add_argument(
         "--allowed-worker-image",
@@ -240,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="PATTERN",
         help="also allow worker and audit images matching this pattern (`*` matches any "
-        "characters; repeatable; default: only --worker-image)",
+        "characters; repeatable; default: only --worker-image and --audit-image)",
     )
     operator.add_argument(
         "--allowed-spark-master",

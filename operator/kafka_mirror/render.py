@@ -25,7 +25,11 @@ from kafka_mirror.api.worker_config import (
     WorkerConfig,
 )
 
+# The operator and worker image, and the audit image with PySpark, Java and Spark (Dockerfile).
 DEFAULT_IMAGE = f"ghcr.io/kafka-mirror/kafka-mirror-operator:{version('kafka-mirror-operator')}"
+DEFAULT_AUDIT_IMAGE = (
+    f"ghcr.io/kafka-mirror/kafka-mirror-operator-audit:{version('kafka-mirror-operator')}"
+)
 CONFIG_DIR = "/etc/kafka-mirror"
 CONFIG_FILE = "worker.yaml"
 METRICS_PORT = 9400
@@ -41,6 +45,14 @@ WORKER_ENV = {"LD_PRELOAD": "libmimalloc.so.2"}
 # Kubernetes' limits: label values 63 characters; CronJob names 52 (its Jobs append 11).
 LABEL_VALUE_LIMIT = 63
 CRONJOB_NAME_LIMIT = 52
+
+
+@dataclass(frozen=True)
+class Images:
+    """The images of a mirror's pods where its spec names none (the operator's flags)."""
+
+    worker: str = DEFAULT_IMAGE
+    audit: str = DEFAULT_AUDIT_IMAGE
 
 
 @dataclass(frozen=True)
@@ -212,7 +224,7 @@ def _pod_spec(
     worker = spec.worker
     container: dict[str, Any] = {
         "name": "worker",
-        "image": worker.image or image,
+        "image": image,
         "imagePullPolicy": worker.image_pull_policy,
         "command": ["kafka-mirror"],
         "args": args,
@@ -264,7 +276,8 @@ def build_deployment(
     image: str = DEFAULT_IMAGE,
 ) -> dict[str, Any]:
     """The worker Deployment: `spec.replicas` pods (none while paused) sharing the partitions."""
-    pod = _pod_spec(name, spec, envs, image, ["worker", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"])
+    args = ["worker", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"]
+    pod = _pod_spec(name, spec, envs, spec.worker.image or image, args)
     container = pod["containers"][0]
     allocator = [{"name": name, "value": value} for name, value in WORKER_ENV.items()]
     container["env"] = allocator + container["env"]
@@ -344,7 +357,7 @@ def build_audit_cronjob(
     name: str,
     spec: KafkaMirrorSpec,
     envs: list[CredentialEnv],
-    image: str = DEFAULT_IMAGE,
+    image: str = DEFAULT_AUDIT_IMAGE,
 ) -> dict[str, Any]:
     """The audit CronJob: one run at a time, reading the same configuration as the workers, and
     writing its summary into the mirror's status with its own ServiceAccount."""
@@ -354,7 +367,7 @@ def build_audit_cronjob(
         args += ["--conf", f"{key}={value}"]
     if spec.audit.full_audit_request:
         args.append(f"--full-request={spec.audit.full_audit_request}")
-    pod = _pod_spec(name, spec, envs, image, args)
+    pod = _pod_spec(name, spec, envs, spec.audit.image or image, args)
     pod["restartPolicy"] = "Never"
     pod["serviceAccountName"] = audit_account_name(name)
     pod["automountServiceAccountToken"] = True  # to write status.lastAudit

@@ -29,6 +29,7 @@ def test_demo_runs_the_example_mirror_until_it_is_ready_with_no_lag_and_audits_i
         node_api,
         kube_node.kubeconfig,
         kube_node.image,
+        kube_node.audit_image,
         node_kafka_a.bootstrap_servers,
         node_kafka_b.bootstrap_servers,
         node_namespace,

@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.kube import apply
-from kafka_mirror.render import DEFAULT_IMAGE
+from kafka_mirror.render import DEFAULT_AUDIT_IMAGE, DEFAULT_IMAGE
 from kafka_mirror_dev.apiserver import KubeApiServer
 from tests.helpers.kstatus import kstatus
 from tests.helpers.kubectl import kubectl as run_kubectl
@@ -270,7 +270,7 @@ def test_a_running_mirror_turned_disallowed_is_stopped_and_resumes_when_fixed(
     workers = apps.read_namespaced_deployment("m-worker", namespace).spec.template.spec
     audits = batch.read_namespaced_cron_job("m-audit", namespace).spec.job_template.spec
     assert workers.containers[0].image == DEFAULT_IMAGE
-    assert audits.template.spec.containers[0].image == DEFAULT_IMAGE
+    assert audits.template.spec.containers[0].image == DEFAULT_AUDIT_IMAGE
 
     fixed = {"spec": {"worker": {"image": None}}}
     client.CustomObjectsApi(author).patch_namespaced_custom_object(

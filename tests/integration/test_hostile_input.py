@@ -30,7 +30,7 @@ from kafka_mirror.api.models import (
 )
 from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.kube import apply
-from kafka_mirror.render import DEFAULT_IMAGE
+from kafka_mirror.render import DEFAULT_AUDIT_IMAGE, DEFAULT_IMAGE
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.hostile import base_mirror, base_selection, mutated
@@ -207,7 +207,9 @@ def test_hostile_objects_are_refused_or_reported_and_the_operator_keeps_serving(
         for name, usable in mirrors.accepted.items()
         if usable
         and not_allowed(
-            KafkaMirrorSpec.model_validate(mirrors.specs[name]), PLACEMENT, DEFAULT_IMAGE
+            KafkaMirrorSpec.model_validate(mirrors.specs[name]),
+            PLACEMENT,
+            (DEFAULT_IMAGE, DEFAULT_AUDIT_IMAGE),
         )
     ]
     assert outside, "no spec reached the allow-lists"

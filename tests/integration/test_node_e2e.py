@@ -270,7 +270,7 @@ def test_the_chart_mirrors_scales_rolls_audits_and_cleans_up_on_the_real_node(
         failed = [p for p in audits if p.status.phase == "Failed"]
         assert not failed, cluster.explain(failed)
         for pod in done:
-            _check_security(pod, kube_node.image)
+            _check_security(pod, kube_node.audit_image)  # the chart's audit image
 
         # Deleting the mirror: the garbage collector takes all it owned.
         kc("delete", f"kafkamirror/{MIRROR}", "--wait=true", timeout=120)

@@ -42,7 +42,7 @@ def test_a_hostile_mirror_is_refused_or_renders_with_the_operators_settings_winn
         assert refused_with_a_message(error), error
         event("refused")
         return
-    outside = not_allowed(spec, AllowLists(), render.DEFAULT_IMAGE)
+    outside = not_allowed(spec, AllowLists(), (render.DEFAULT_IMAGE, render.DEFAULT_AUDIT_IMAGE))
     if outside:  # the operator renders nothing for it (tests/unit/test_policy.py)
         assert all(r.field.startswith("spec.") and r.flag.startswith("--") for r in outside)
         event("not allowed")

@@ -19,6 +19,8 @@ from kafka_mirror.api.policy import (
 from kafka_mirror.controller.gate import INVALID_SPEC, NOT_ALLOWED, SpecUnusable, parse_spec
 
 OWN = "ghcr.io/kafka-mirror/kafka-mirror-operator:0.1.0"
+OWN_AUDIT = "ghcr.io/kafka-mirror/kafka-mirror-operator-audit:0.1.0"
+OWN_IMAGES = (OWN, OWN_AUDIT)  # what the operator renders when a spec names none
 DEFAULTS = AllowLists()
 PLATFORM = AllowLists(
     worker_images=("registry.example.com/platform/*",),
@@ -36,21 +38,23 @@ def spec(**overrides: Any) -> dict[str, Any]:
 
 
 def refused(doc: dict[str, Any], allowed: AllowLists = DEFAULTS) -> list[str]:
-    return [r.message for r in not_allowed(KafkaMirrorSpec.model_validate(doc), allowed, OWN)]
+    return [
+        r.message for r in not_allowed(KafkaMirrorSpec.model_validate(doc), allowed, OWN_IMAGES)
+    ]
 
 
 # --- images ---------------------------------------------------------------------------------
 
 
 def test_by_default_only_the_operators_own_image_runs() -> None:
-    assert image_allowed(OWN, DEFAULTS, OWN)
+    assert image_allowed(OWN, DEFAULTS, OWN_IMAGES)
     for image in (
         "evil.example/steal:1",
         "ghcr.io/kafka-mirror/kafka-mirror-operator:latest",
         OWN + "-rc1",
         "ghcr.io/kafka-mirror/kafka-mirror-operator@sha256:" + "0" * 64,
     ):
-        assert not image_allowed(image, DEFAULTS, OWN), image
+        assert not image_allowed(image, DEFAULTS, OWN_IMAGES), image
 
 
 @pytest.mark.parametrize(
@@ -65,14 +69,14 @@ def test_by_default_only_the_operators_own_image_runs() -> None:
     ],
 )
 def test_image_patterns_match_the_whole_reference(image: str, allowed: bool) -> None:
-    assert image_allowed(image, PLATFORM, OWN) is allowed
+    assert image_allowed(image, PLATFORM, OWN_IMAGES) is allowed
 
 
 def test_pattern_characters_other_than_the_star_match_only_themselves() -> None:
     lists = AllowLists(worker_images=("r.io/a[1]?:*",))
-    assert image_allowed("r.io/a[1]?:v", lists, OWN)
-    assert not image_allowed("r.io/a1x:v", lists, OWN)
-    assert not image_allowed("rxio/a[1]?:v", lists, OWN)
+    assert image_allowed("r.io/a[1]?:v", lists, OWN_IMAGES)
+    assert not image_allowed("r.io/a1x:v", lists, OWN_IMAGES)
+    assert not image_allowed("rxio/a[1]?:v", lists, OWN_IMAGES)
 
 
 def test_an_image_off_the_list_is_named_with_the_flag_and_chart_value() -> None:
@@ -81,6 +85,13 @@ def test_an_image_off_the_list_is_named_with_the_flag_and_chart_value() -> None:
     assert OWN in message
     assert "--allowed-worker-image" in message and "allowed.workerImages" in message
     assert refused(spec()) == [] and refused(spec(worker={"image": OWN})) == []
+
+
+def test_the_audit_image_is_bounded_by_the_same_list() -> None:
+    (message,) = refused(spec(audit={"image": "evil.example/steal:1"}))
+    assert message.startswith("spec.audit.image 'evil.example/steal:1' is not allowed")
+    assert OWN_AUDIT in message and "--allowed-worker-image" in message
+    assert refused(spec(audit={"image": OWN_AUDIT})) == []
 
 
 # --- Spark masters --------------------------------------------------------------------------
@@ -175,22 +186,22 @@ def test_every_value_off_the_lists_is_reported_at_once() -> None:
 
 
 def test_the_gate_tells_an_invalid_spec_from_one_not_allowed() -> None:
-    assert parse_spec(spec(), DEFAULTS, OWN).source.bootstrap_servers
+    assert parse_spec(spec(), DEFAULTS, OWN_IMAGES).source.bootstrap_servers
     with pytest.raises(SpecUnusable) as invalid:
-        parse_spec({"source": {}}, DEFAULTS, OWN)
+        parse_spec({"source": {}}, DEFAULTS, OWN_IMAGES)
     assert invalid.value.problem.reason == INVALID_SPEC
     assert invalid.value.problem.message == (
         "the spec cannot be used, fix it: spec.source.alias: Field required; "
         "spec.source.bootstrapServers: Field required; spec.target: Field required"
     )
     with pytest.raises(SpecUnusable) as invalid:
-        parse_spec(spec(replicas=-1, topics=["("]), DEFAULTS, OWN)
+        parse_spec(spec(replicas=-1, topics=["("]), DEFAULTS, OWN_IMAGES)
     assert "https://" not in invalid.value.problem.message
     assert "spec.replicas: Input should be greater than or equal to 0" in (
         invalid.value.problem.message
     )
     with pytest.raises(SpecUnusable) as disallowed:
-        parse_spec(spec(worker={"image": "evil.example/steal:1"}), DEFAULTS, OWN)
+        parse_spec(spec(worker={"image": "evil.example/steal:1"}), DEFAULTS, OWN_IMAGES)
     assert disallowed.value.problem.reason == NOT_ALLOWED
     assert (
         "spec.worker.image 'evil.example/steal:1' is not allowed"

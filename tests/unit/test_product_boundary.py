@@ -71,6 +71,31 @@ def test_the_command_line_works_without_it_and_names_the_fix_for_dev() -> None:
         ]
 
 
+def test_without_pyspark_everything_but_the_audit_imports_and_the_audit_names_its_image() -> None:
+    """The operator and worker image has no PySpark (the package's `audit` extra)."""
+    result = _without_dev(
+        """
+        sys.modules["pyspark"] = None  # as in the operator and worker image
+        import importlib, pkgutil
+        import kafka_mirror
+
+        for module in pkgutil.walk_packages(kafka_mirror.__path__, "kafka_mirror."):
+            if module.name != "kafka_mirror.__main__" and not module.name.startswith(
+                "kafka_mirror.audit."
+            ):
+                importlib.import_module(module.name)
+        from kafka_mirror.cli import main
+        main(["audit", "--config", "/etc/kafka-mirror/worker.yaml"])
+        """
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "the audit needs PySpark, which is not installed here: run it in the audit image "
+        "(ghcr.io/kafka-mirror/kafka-mirror-operator-audit), or install "
+        "kafka-mirror-operator[audit]"
+    )
+
+
 def test_the_audit_takes_its_jars_only_from_the_variable_and_names_it_when_unset(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ from kafka_mirror.render import (
     CONFIG_DIR,
     CONFIG_FILE,
     CRONJOB_NAME_LIMIT,
+    DEFAULT_AUDIT_IMAGE,
     DEFAULT_IMAGE,
     LABEL_VALUE_LIMIT,
     METRICS_PORT,
@@ -417,6 +418,23 @@ def test_deployment_defaults_to_the_operator_image_and_omits_unset_pod_settings(
     _, envs = worker_config(plain_spec())
     overridden = build_deployment(NAMESPACE, NAME, plain_spec(), envs, "c", image="img:1")
     assert only_container(overridden["spec"]["template"]["spec"])["image"] == "img:1"
+
+
+def test_the_audit_runs_the_audit_image_and_the_workers_the_operator_image() -> None:
+    """Only the audit image carries Java and Spark: a worker image named by the spec does not
+    become the audit's, nor the other way round."""
+
+    def images(spec: KafkaMirrorSpec) -> tuple[str, str]:
+        worker = only_container(deployment(spec)["spec"]["template"]["spec"])["image"]
+        audit = audit_cronjob(spec)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        return worker, only_container(audit)["image"]
+
+    assert images(plain_spec()) == (DEFAULT_IMAGE, DEFAULT_AUDIT_IMAGE)
+    assert images(plain_spec(worker={"image": "r.example/w:1"})) == (
+        "r.example/w:1",
+        DEFAULT_AUDIT_IMAGE,
+    )
+    assert images(plain_spec(audit={"image": "r.example/a:1"})) == (DEFAULT_IMAGE, "r.example/a:1")
 
 
 def test_a_changed_checksum_changes_the_pod_template() -> None:

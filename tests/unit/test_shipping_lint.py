@@ -102,15 +102,37 @@ def _instructions() -> list[tuple[str, str]]:
     return instructions
 
 
-def _final_stage() -> list[tuple[str, str]]:
-    instructions = _instructions()
-    last_from = max(i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM")
-    return instructions[last_from + 1 :]
+def _stages() -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """Each named stage: the image it starts from, and its instructions."""
+    stages: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    current: list[tuple[str, str]] = []
+    for keyword, arguments in _instructions():
+        if keyword == "FROM":
+            base, _, name = arguments.partition(" AS ")
+            current = []
+            stages[name.strip()] = (base.strip(), current)
+        else:
+            current.append((keyword, arguments))
+    return stages
 
 
-def _env() -> dict[str, str]:
+def _image(target: str) -> list[tuple[str, str]]:
+    """What builds one of the images (a target), its parent stages' instructions first."""
+    stages, chain = _stages(), []
+    while target in stages:
+        base, instructions = stages[target]
+        chain = instructions + chain
+        target = base
+    return chain
+
+
+# The images: the operator's and workers' (the default target, the last stage) and the audit's.
+IMAGES = ("operator", "audit")
+
+
+def _env(target: str) -> dict[str, str]:
     env: dict[str, str] = {}
-    for keyword, arguments in _final_stage():
+    for keyword, arguments in _image(target):
         if keyword == "ENV":
             env.update(item.split("=", 1) for item in shlex.split(arguments))
     return env
@@ -192,8 +214,9 @@ def test_the_dockerfile_passes_hadolint() -> None:
 # --- the Dockerfile against the code ----------------------------------------------------------
 
 
-def test_the_image_user_is_numeric_and_not_root() -> None:
-    users = [arguments for keyword, arguments in _final_stage() if keyword == "USER"]
+@pytest.mark.parametrize("target", IMAGES)
+def test_the_image_user_is_numeric_and_not_root(target: str) -> None:
+    users = [arguments for keyword, arguments in _image(target) if keyword == "USER"]
     assert users, "the image would run as root"
     # Numeric, or the kubelet cannot verify runAsNonRoot and refuses to start the pod.
     match = re.fullmatch(r"(\d+)(?::(\d+))?", users[-1])
@@ -202,7 +225,8 @@ def test_the_image_user_is_numeric_and_not_root() -> None:
     assert int(match[1]) == CHART_VALUES["podSecurityContext"]["runAsUser"]
 
 
-def test_every_uid_the_pods_run_as_has_a_name_in_the_image() -> None:
+@pytest.mark.parametrize("target", IMAGES)
+def test_every_uid_the_pods_run_as_has_a_name_in_the_image(target: str) -> None:
     """Java takes user.home from /etc/passwd and Hadoop's login in Spark fails for a nameless uid,
     so each uid a pod of this project runs as needs a useradd in the image."""
     spec = KafkaMirrorSpec.model_validate(EXAMPLE["spec"])
@@ -216,17 +240,17 @@ def test_every_uid_the_pods_run_as_has_a_name_in_the_image() -> None:
     uids |= {
         uid for path in MANIFESTS for doc in _documents(path) for uid in _values(doc, "runAsUser")
     }
-    runs = " ".join(arguments for keyword, arguments in _final_stage() if keyword == "RUN")
+    runs = " ".join(arguments for keyword, arguments in _image(target) if keyword == "RUN")
     named = {int(uid) for uid in re.findall(r"useradd [^&;]*--uid (\d+)", runs)}
     assert uids <= named, f"no user in the image for uid {sorted(uids - named)}"
 
 
 def test_the_spark_jars_are_where_the_audit_looks() -> None:
-    jars = _env().get(JARS_ENV)
+    jars = _env("audit").get(JARS_ENV)
     assert jars, f"the image does not set {JARS_ENV}"
     copied = [
         (flags, sources, dest)
-        for flags, sources, dest in _copies(_final_stage())
+        for flags, sources, dest in _copies(_image("audit"))
         if flags.get("from") == "spark-jars"
     ]
     assert [dest.rstrip("/") for _, _, dest in copied] == [jars.rstrip("/")]
@@ -253,9 +277,17 @@ def test_the_image_builds_the_project_from_what_it_copies() -> None:
     for source in sources:
         assert (REPO / source).exists(), f"COPY {source}: no such file"
         assert not _dockerignored(source), f".dockerignore leaves out {source}"
-    assert _env()["JAVA_HOME"] and _env()["HOME"] == "/tmp"  # /tmp: the pods' writable emptyDir
-    entrypoint = [yaml.safe_load(a) for k, a in _final_stage() if k == "ENTRYPOINT"]
-    assert entrypoint == [[CLI]] and CLI in project["scripts"]
+    assert _env("audit")["JAVA_HOME"]
+    for target in IMAGES:
+        assert _env(target)["HOME"] == "/tmp"  # /tmp: the pods' writable emptyDir
+        entrypoint = [yaml.safe_load(a) for k, a in _image(target) if k == "ENTRYPOINT"]
+        assert entrypoint == [[CLI]] and CLI in project["scripts"]
+    # The default target (what `docker build .` makes) is the operator's and workers' image,
+    # which carries neither Java nor Spark; only the audit's installs PySpark.
+    assert list(_stages())[-1] == "operator"
+    assert "JAVA_HOME" not in _env("operator") and JARS_ENV not in _env("operator")
+    installs = {t: " ".join(a for k, a in _image(t) if k == "RUN") for t in IMAGES}
+    assert "[audit]" in installs["audit"] and "[audit]" not in installs["operator"]
     version = re.search(r"^ARG VERSION=(\S+)", DOCKERFILE.read_text(), re.MULTILINE)
     assert version and version[1] == project["version"]
 

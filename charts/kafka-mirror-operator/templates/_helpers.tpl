@@ -31,6 +31,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* The audit pods' image: the operator image's repository with `-audit`, same tag. */}}
+{{- define "kafka-mirror-operator.auditImage" -}}
+{{- default (printf "%s-audit:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag)) .Values.auditImage -}}
+{{- end -}}
+
 {{/* The namespaces a namespaced operator watches: the release's unless listed. */}}
 {{- define "kafka-mirror-operator.namespaces" -}}
 {{- if .Values.watch.namespaces -}}

@@ -85,6 +85,7 @@ def run_demo(
     api: ApiClient,
     kubeconfig: Path,
     worker_image: str,
+    audit_image: str,
     kafka_a: str,
     kafka_b: str,
     namespace: str,
@@ -101,7 +102,7 @@ def run_demo(
         namespace,
         workdir,
         status_interval=3,
-        extra_args=("--worker-image", worker_image),
+        extra_args=("--worker-image", worker_image, "--audit-image", audit_image),
     ).start()
     print(f"operator running (log: {operator.log_path})", file=out)
     try:
@@ -137,7 +138,9 @@ def run(out: TextIO) -> bool:
             cluster.start()
         a, b = (cluster.bootstrap_servers for cluster in clusters)
         with api_client(node.kubeconfig) as api:
-            ok = run_demo(api, node.kubeconfig, node.image, a, b, NAMESPACE, workdir, out)
+            ok = run_demo(
+                api, node.kubeconfig, node.image, node.audit_image, a, b, NAMESPACE, workdir, out
+            )
     finally:
         for cluster in clusters:
             cluster.stop()

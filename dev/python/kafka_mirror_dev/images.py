@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_mirror_dev.builds import (
@@ -42,7 +43,10 @@ BASE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 # The CAs this machine trusts beyond Debian's (a TLS proxy in front of the package registries,
 # say): the build's pip and apt must trust them too.
 LOCAL_CAS = Path("/usr/local/share/ca-certificates")
+# The Dockerfile's two targets, as the chart names them: the audit image is the operator
+# image's repository with `-audit`, same tag.
 PROJECT_REPOSITORY = "localhost/kafka-mirror-operator"
+AUDIT_SUFFIX = "-audit"
 
 
 def _digest(*parts: bytes | str) -> str:
@@ -191,36 +195,53 @@ def context_files() -> list[Path]:
     return files
 
 
-def project_image() -> str:
-    """The project's image, built from the Dockerfile on the local bases."""
+@dataclass(frozen=True)
+class ProjectImages:
+    """The project's images, one tag for both: the operator and workers', and the audit's."""
+
+    operator: str
+    audit: str
+
+
+def project_images() -> ProjectImages:
+    """The project's images, built from the Dockerfile's two targets on the local bases."""
     bases = {"PYTHON_IMAGE": python_base(), "SPARK_JARS": spark_jars_image()}
     files = [REPO_ROOT / "Dockerfile", REPO_ROOT / ".dockerignore", *context_files()]
     inputs = [part for f in files for part in (str(f.relative_to(REPO_ROOT)), f.read_bytes())]
-    image = f"{PROJECT_REPOSITORY}:dev-{_digest(*bases.values(), *inputs)}"
+    tag = f"dev-{_digest(*bases.values(), *inputs)}"
+    built = ProjectImages(
+        f"{PROJECT_REPOSITORY}:{tag}", f"{PROJECT_REPOSITORY}{AUDIT_SUFFIX}:{tag}"
+    )
+    # The audit's first: the operator's target then reuses its wheel stage from the cache.
+    for target, image in (("audit", built.audit), ("operator", built.operator)):
 
-    def make() -> None:
-        arguments = [f"--build-arg={name}={value}" for name, value in bases.items()]
-        _buildah(
-            "bud",
-            # RUN steps as chroot processes on the host's network: no runc, cgroups or
-            # network namespace of buildah's own, and the package registries as the host
-            # reaches them.
-            "--isolation=chroot",
-            "--network=host",
-            *arguments,
-            f"--tag={image}",
-            f"--file={REPO_ROOT / 'Dockerfile'}",
-            str(REPO_ROOT),
-            log=_log("project"),
-        )
-        # buildah leaves the containers of the stages it copied from (still mounted).
-        _buildah("rm", "--all")
-        for other in _buildah("images", "--format={{.Name}}:{{.Tag}}").splitlines():
-            if other.startswith(f"{PROJECT_REPOSITORY}:") and other != image:
-                _buildah("rmi", other)  # built from an older package
-        _buildah("rmi", "--prune")
+        def make(target: str = target, image: str = image) -> None:
+            arguments = [f"--build-arg={name}={value}" for name, value in bases.items()]
+            _buildah(
+                "bud",
+                # RUN steps as chroot processes on the host's network: no runc, cgroups or
+                # network namespace of buildah's own, and the package registries as the host
+                # reaches them.
+                "--isolation=chroot",
+                "--network=host",
+                *arguments,
+                f"--target={target}",
+                f"--tag={image}",
+                f"--file={REPO_ROOT / 'Dockerfile'}",
+                str(REPO_ROOT),
+                log=_log(f"project-{target}"),
+            )
+            # buildah leaves the containers of the stages it copied from (still mounted).
+            _buildah("rm", "--all")
+            repository = image.rsplit(":", 1)[0]
+            for other in _buildah("images", "--format={{.Name}}:{{.Tag}}").splitlines():
+                if other.rsplit(":", 1)[0] == repository and other != image:
+                    _buildah("rmi", other)  # built from an older package
+            if target == "operator":  # the last: the stages the audit's left were its cache
+                _buildah("rmi", "--prune")
 
-    return _ensure(image, "the project's image from the Dockerfile", make)
+        _ensure(image, f"the project's {target} image from the Dockerfile", make)
+    return built
 
 
 def load(containerd: Containerd, image: str) -> None:

@@ -53,13 +53,13 @@ GATEWAY = "10.244.0.1"  # the bridge's address: the node's InternalIP, the host 
 _EGRESS_RULE = ["FORWARD", "-s", POD_SUBNET, "!", "-o", BRIDGE, "-j", "DROP"]
 
 
-def prepare() -> tuple[str, str]:
+def prepare() -> tuple[str, images.ProjectImages]:
     """Install and build what a node needs (first run only): the packages, the tools, and the
-    images; returns the sandbox image and the project's image."""
+    images; returns the sandbox image and the project's images."""
     install_prerequisites()
     for tool in NODE_TOOLS:
         tool.ensure()
-    return images.pause_image(), images.project_image()
+    return images.pause_image(), images.project_images()
 
 
 def _node_dir() -> Path:
@@ -89,7 +89,8 @@ class KubeNode:
     workdir: Path
     apiserver: KubeApiServer = field(init=False)
     containerd: Containerd | None = None
-    image: str = ""  # the project's image, in the node's store
+    image: str = ""  # the project's operator and worker image, in the node's store
+    audit_image: str = ""  # the project's audit image, in the node's store
     processes: dict[str, ServerProcess] = field(default_factory=dict)
     _lock: IO[str] | None = None
 
@@ -146,7 +147,8 @@ class KubeNode:
         self._lock = lock
 
     def start(self, timeout: float = 180.0) -> KubeNode:
-        sandbox, self.image = prepare()  # before any timer starts
+        sandbox, project = prepare()  # before any timer starts
+        self.image, self.audit_image = project.operator, project.audit
         self._take_lock()
         self._stop_leftovers()  # of a node that did not stop cleanly
         for problem in hoststate.restore(self.record):
@@ -161,9 +163,9 @@ class KubeNode:
             ipam = self.workdir / "ipam"
             self.containerd.start(cni_config(BRIDGE, POD_SUBNET, GATEWAY, ipam))
             self._remember()
-            for image in (sandbox, self.image):
+            for image in (sandbox, self.image, self.audit_image):
                 images.load(self.containerd, image)
-            self.containerd.keep_only((sandbox, self.image))
+            self.containerd.keep_only((sandbox, self.image, self.audit_image))
             self._start("kubelet", self._kubelet_command())
             self._start("kube-controller-manager", self._controller_manager_command())
             self._start("kube-scheduler", self._scheduler_command())
@@ -388,7 +390,8 @@ def run_until_stopped(out: TextIO) -> None:
     node.start()
     try:
         print(f"export KUBECONFIG={node.kubeconfig}", file=out)
-        print(f"export KAFKA_MIRROR_NODE_IMAGE={node.image}", file=out, flush=True)
+        print(f"export KAFKA_MIRROR_NODE_IMAGE={node.image}", file=out)
+        print(f"export KAFKA_MIRROR_NODE_AUDIT_IMAGE={node.audit_image}", file=out, flush=True)
         progress(f"node {NODE_NAME} runs (pods reach this host at {GATEWAY}); Ctrl-C stops it")
         while True:
             time.sleep(3600)

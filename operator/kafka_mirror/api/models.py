@@ -174,6 +174,12 @@ class AuditSettings(ApiModel):
         "once.",
     )
     spark: SparkSettings = section(SparkSettings, "Spark settings.")
+    image: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        default=None,
+        description="Image of the audit pods: the operator's audit image (`--audit-image`, "
+        "with PySpark, Java and Spark's Kafka source) if unset. Another image must match the "
+        "installer's allow-list (`--allowed-worker-image`).",
+    )
 
 
 class Toleration(ApiModel):
@@ -218,8 +224,9 @@ class WorkerPod(ApiModel):
 
     image: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
         default=None,
-        description="Image of the worker and audit pods; the operator's own image if unset. "
-        "Another image must match the installer's allow-list (`--allowed-worker-image`).",
+        description="Image of the worker pods; the operator's worker image (`--worker-image`) "
+        "if unset. Another image must match the installer's allow-list "
+        "(`--allowed-worker-image`).",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(default="IfNotPresent")
     resources: Resources = section(Resources, "Container resources.")

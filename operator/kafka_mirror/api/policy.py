@@ -5,8 +5,9 @@ Secrets a mirror names and connects to the clusters it names. So the values that
 those credentials go are bounded by allow-lists from the operator's flags (the chart's
 `allowed.*` values), with safe defaults:
 
-- worker and audit images: the operator's own image (the one it renders when
-  `spec.worker.image` is unset), and images matching `--allowed-worker-image` patterns;
+- worker and audit images: the operator's own worker and audit images (those it renders when
+  `spec.worker.image` and `spec.audit.image` are unset), and images matching
+  `--allowed-worker-image` patterns;
 - Spark masters: local mode inside the audit pod (`local`, `local[N]`, `local[*]`), and the
   masters listed with `--allowed-spark-master`;
 - bootstrap hosts: any, unless `--allowed-bootstrap-host` patterns are given; then every
@@ -84,8 +85,8 @@ def matches(value: str, patterns: tuple[str, ...]) -> bool:
     return any(glob(p).fullmatch(value) for p in patterns)
 
 
-def image_allowed(image: str, allowed: AllowLists, own_image: str) -> bool:
-    return image == own_image or matches(image, allowed.worker_images)
+def image_allowed(image: str, allowed: AllowLists, own_images: tuple[str, ...]) -> bool:
+    return image in own_images or matches(image, allowed.worker_images)
 
 
 def master_allowed(master: str, allowed: AllowLists) -> bool:
@@ -103,20 +104,31 @@ def bootstrap_allowed(entry: str, allowed: AllowLists) -> bool:
     return any(p.fullmatch(host) or p.fullmatch(entry) for p in patterns)
 
 
-def not_allowed(spec: KafkaMirrorSpec, allowed: AllowLists, own_image: str) -> list[NotAllowed]:
-    """Every value of `spec` outside the allow-lists; empty when the spec may be used."""
+def not_allowed(
+    spec: KafkaMirrorSpec, allowed: AllowLists, own_images: tuple[str, ...]
+) -> list[NotAllowed]:
+    """Every value of `spec` outside the allow-lists; empty when the spec may be used.
+    `own_images`: the operator's worker and audit images, those it renders by default."""
     refused: list[NotAllowed] = []
-    image = spec.worker.image
-    if image is not None and not image_allowed(image, allowed, own_image):
-        refused.append(
-            NotAllowed(
-                "spec.worker.image",
-                image,
-                ", ".join((f"the operator's image {own_image}", *allowed.worker_images)),
-                "--allowed-worker-image",
-                "allowed.workerImages",
+    for field, image in (
+        ("spec.worker.image", spec.worker.image),
+        ("spec.audit.image", spec.audit.image),
+    ):
+        if image is not None and not image_allowed(image, allowed, own_images):
+            refused.append(
+                NotAllowed(
+                    field,
+                    image,
+                    ", ".join(
+                        (
+                            *(f"the operator's image {own}" for own in own_images),
+                            *allowed.worker_images,
+                        )
+                    ),
+                    "--allowed-worker-image",
+                    "allowed.workerImages",
+                )
             )
-        )
     master = spec.audit.spark.master
     if not master_allowed(master, allowed):
         refused.append(

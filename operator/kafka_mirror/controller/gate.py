@@ -44,7 +44,7 @@ def field_errors(error: ValidationError) -> str:
     )
 
 
-def parse_spec(spec: object, allowed: AllowLists, own_image: str) -> KafkaMirrorSpec:
+def parse_spec(spec: object, allowed: AllowLists, own_images: tuple[str, ...]) -> KafkaMirrorSpec:
     """The stored spec, parsed; SpecUnusable when the operator cannot (`InvalidSpec`) or may
     not (`NotAllowed`) use it."""
     try:
@@ -53,7 +53,7 @@ def parse_spec(spec: object, allowed: AllowLists, own_image: str) -> KafkaMirror
         raise SpecUnusable(
             Problem(INVALID_SPEC, f"the spec cannot be used, fix it: {field_errors(error)}")
         ) from None
-    refused = not_allowed(parsed, allowed, own_image)
+    refused = not_allowed(parsed, allowed, own_images)
     if refused:
         raise SpecUnusable(Problem(NOT_ALLOWED, "; ".join(r.message for r in refused)))
     return parsed

@@ -25,6 +25,7 @@ from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
 from kafka_mirror.controller.serial import AppliedChildren, OnePerKey
 from kafka_mirror.controller.status import Event, mirror_events, unusable_spec_status
+from kafka_mirror.render import Images
 
 # No handler needs a finalizer any more (the delete handlers are optional); kopf removes this
 # one, which operators before the status loop put on every object, when it next sees them.
@@ -34,7 +35,7 @@ FINALIZER = f"{GROUP}/finalizer"
 @dataclass
 class OperatorOptions:
     api: client.ApiClient
-    worker_image: str
+    images: Images
     status_interval: float
     metrics: OperatorMetrics
     allowed: AllowLists
@@ -44,7 +45,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
     """All handlers, bound to one API client and the operator's options, serving `namespaces`
     (all when empty)."""
     registry = kopf.OperatorRegistry()
-    api, image, readers = options.api, options.worker_image, Readers()
+    api, images, readers = options.api, options.images, Readers()
     converging, applied = OnePerKey(), AppliedChildren()
 
     @kopf.on.login(registry=registry)
@@ -95,7 +96,8 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         """The mirror read once for this call. Raises SpecUnusable for a spec the operator
         cannot or may not use, having stopped what runs for one that is not allowed."""
         try:
-            spec = gate.parse_spec(mirror.get("spec"), options.allowed, image)
+            own = (images.worker, images.audit)
+            spec = gate.parse_spec(mirror.get("spec"), options.allowed, own)
         except gate.SpecUnusable as unusable:
             namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
             applied.forget(f"{namespace}/{name}")  # a usable spec again applies all at once
@@ -137,7 +139,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         # Kafka for a spec that names a host it may not contact.
         with options.metrics.converge_seconds.time():
             changed = converging.run(
-                inputs.key, lambda: reconcile.converge_children(api, inputs, image, applied)
+                inputs.key, lambda: reconcile.converge_children(api, inputs, images, applied)
             )
         if changed:
             # Posted by our own poster: kopf's serves its handlers only, not the status loop.

@@ -57,17 +57,17 @@ class Desired:
     children: list[dict[str, Any]]
 
 
-def desired_children(inputs: MirrorInputs, image: str) -> Desired:
+def desired_children(inputs: MirrorInputs, images: render.Images) -> Desired:
     """Everything the mirror should own, rendered from its spec and its live selections."""
     namespace, name, spec = inputs.namespace, inputs.name, inputs.running_spec
     config, envs = inputs.worker
     checksum = render.config_checksum(config, inputs.secrets.versions(envs))
     children = [
         render.build_config_map(namespace, name, config),
-        render.build_deployment(namespace, name, spec, envs, checksum, image),
+        render.build_deployment(namespace, name, spec, envs, checksum, images.worker),
         render.build_metrics_service(namespace, name),
         render.build_disruption_budget(namespace, name, spec),
-        render.build_audit_cronjob(namespace, name, spec, envs, image),
+        render.build_audit_cronjob(namespace, name, spec, envs, images.audit),
         *render.build_audit_rbac(namespace, name),
     ]
     # An owner reference only: kopf.adopt would copy the mirror's labels too, and a label can
@@ -77,12 +77,12 @@ def desired_children(inputs: MirrorInputs, image: str) -> Desired:
 
 
 def converge_children(
-    api: client.ApiClient, inputs: MirrorInputs, image: str, applied: AppliedChildren
+    api: client.ApiClient, inputs: MirrorInputs, images: render.Images, applied: AppliedChildren
 ) -> list[str]:
     """Apply the mirror's children (server-side apply: idempotent, so restarts never duplicate)
     unless the same were applied lately. Returns the selection names now applied when they
     changed, else an empty list."""
-    desired = desired_children(inputs, image)
+    desired = desired_children(inputs, images)
     mirror = inputs.key
     digest = hashlib.sha256(
         json.dumps(desired.children, sort_keys=True, default=str).encode()
