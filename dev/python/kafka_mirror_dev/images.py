@@ -4,12 +4,13 @@
 - the bases of the Dockerfile: a Debian bookworm with Python 3.11 made with debootstrap from
   Debian's packages (for `python:3.11-slim-bookworm`), and Spark's Kafka jars as the dev stack
   resolved them (kafka_mirror_dev.builds.spark_kafka_jars, for the Maven stage);
-- the project's image, built from the Dockerfile with those bases as build arguments.
+- the project's two images, the Dockerfile's targets `operator` and `audit`, built with those
+  bases as build arguments.
 
 Buildah builds them: it needs no daemon (so no socket, bridge or iptables rules of its own) and
 writes a `docker save` style archive that the node's containerd imports. Its store is in the
 cache; each image's tag is a hash of what it is made from, so an unchanged input is not built
-again, and the project's image is rebuilt when the package (the files the Dockerfile copies)
+again, and the project's images are rebuilt when the package (the files the Dockerfile copies)
 changes.
 """
 
