@@ -21,5 +21,5 @@ def run_helm(helm: Path, home: Path, *args: str, kubeconfig: Path | None = None)
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
     result = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout

@@ -239,6 +239,7 @@ def test_the_chart_lints_and_renders_with_its_options(
         assert "--namespace=team-a" in args and "--namespace=team-b" in args
     elif "allowed" in values:
         assert args[4:] == [
+            "--audit-image=ghcr.io/kafka-mirror/kafka-mirror-operator-audit:0.1.0",
             "--allowed-worker-image=registry.example.com/platform/*",
             "--allowed-spark-master=spark://spark-master.spark.svc:7077",
             "--allowed-bootstrap-host=kafka-*.kafka.svc.cluster.local",
