@@ -121,7 +121,7 @@ def not_allowed(
                     image,
                     ", ".join(
                         (
-                            *(f"the operator's image {own}" for own in own_images),
+                            f"the operator's images {' and '.join(own_images)}",
                             *allowed.worker_images,
                         )
                     ),
