@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-from kafka_mirror_dev.processes import ChildProcess, free_port
+from kafka_mirror_dev.processes import ChildProcess, answers, free_port
 
 
 class OperatorProcess(ChildProcess):
@@ -45,8 +44,4 @@ class OperatorProcess(ChildProcess):
         return self
 
     def alive(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
-                return True
-        except OSError:
-            return False
+        return answers(f"http://127.0.0.1:{self.port}/healthz")

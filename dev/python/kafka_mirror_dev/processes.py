@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,15 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.5)
         return probe.connect_ex((host, port)) == 0
+
+
+def answers(url: str) -> bool:
+    """Whether an HTTP endpoint (a health or readiness check) answers with success now."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def pid_alive(pid: int) -> bool:

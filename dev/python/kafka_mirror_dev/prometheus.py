@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from kafka_mirror_dev.builds import PROMETHEUS
-from kafka_mirror_dev.processes import ServerProcess, free_port
+from kafka_mirror_dev.processes import ServerProcess, answers, free_port
 
 
 def _label(name: str) -> str:
@@ -108,11 +108,7 @@ class PrometheusServer:
         self.process.stop()
 
     def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2):
-                return True
-        except OSError:
-            return False
+        return answers(f"http://127.0.0.1:{self.port}/-/ready")
 
     def _api(self, path: str, **query: str) -> Any:
         url = f"http://127.0.0.1:{self.port}/api/v1/{path}?{urllib.parse.urlencode(query)}"
