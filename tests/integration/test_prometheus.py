@@ -73,9 +73,8 @@ def test_prometheus_scrapes_the_workers_and_the_lag_alert_fires_while_paused_and
         "static_configs": [{"targets": [f"127.0.0.1:{node_stack.operator.metrics_port}"]}],
     }
     lag = f'kafka_mirror_total_lag_records{{namespace="{namespace}", mirror="{name}"}}'
-    with PrometheusServer(
-        tmp_path / "prometheus", [operator_job, workers_job], rules, INTERVAL
-    ) as (prometheus):
+    server = PrometheusServer(tmp_path / "prometheus", [operator_job, workers_job], rules, INTERVAL)
+    with server as prometheus:
 
         def worker_targets() -> list[dict[str, Any]]:
             return [
