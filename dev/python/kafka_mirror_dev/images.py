@@ -16,6 +16,7 @@ changes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import subprocess
@@ -196,6 +197,31 @@ def context_files() -> list[Path]:
     return files
 
 
+def _build_target(target: str, image: str, bases: dict[str, str]) -> None:
+    """One target of the Dockerfile, tagged `image`; older builds of its repository removed."""
+    _buildah(
+        "bud",
+        # RUN steps as chroot processes on the host's network: no runc, cgroups or network
+        # namespace of buildah's own, and the package registries as the host reaches them.
+        "--isolation=chroot",
+        "--network=host",
+        *(f"--build-arg={name}={value}" for name, value in bases.items()),
+        f"--target={target}",
+        f"--tag={image}",
+        f"--file={REPO_ROOT / 'Dockerfile'}",
+        str(REPO_ROOT),
+        log=_log(f"project-{target}"),
+    )
+    # buildah leaves the containers of the stages it copied from (still mounted).
+    _buildah("rm", "--all")
+    repository = image.rsplit(":", 1)[0]
+    for other in _buildah("images", "--format={{.Name}}:{{.Tag}}").splitlines():
+        if other.rsplit(":", 1)[0] == repository and other != image:
+            _buildah("rmi", other)  # built from an older package
+    if target == "operator":  # the last: the stages the audit's left were its cache
+        _buildah("rmi", "--prune")
+
+
 @dataclass(frozen=True)
 class ProjectImages:
     """The project's images, one tag for both: the operator and workers', and the audit's."""
@@ -215,32 +241,7 @@ def project_images() -> ProjectImages:
     )
     # The audit's first: the operator's target then reuses its wheel stage from the cache.
     for target, image in (("audit", built.audit), ("operator", built.operator)):
-
-        def make(target: str = target, image: str = image) -> None:
-            arguments = [f"--build-arg={name}={value}" for name, value in bases.items()]
-            _buildah(
-                "bud",
-                # RUN steps as chroot processes on the host's network: no runc, cgroups or
-                # network namespace of buildah's own, and the package registries as the host
-                # reaches them.
-                "--isolation=chroot",
-                "--network=host",
-                *arguments,
-                f"--target={target}",
-                f"--tag={image}",
-                f"--file={REPO_ROOT / 'Dockerfile'}",
-                str(REPO_ROOT),
-                log=_log(f"project-{target}"),
-            )
-            # buildah leaves the containers of the stages it copied from (still mounted).
-            _buildah("rm", "--all")
-            repository = image.rsplit(":", 1)[0]
-            for other in _buildah("images", "--format={{.Name}}:{{.Tag}}").splitlines():
-                if other.rsplit(":", 1)[0] == repository and other != image:
-                    _buildah("rmi", other)  # built from an older package
-            if target == "operator":  # the last: the stages the audit's left were its cache
-                _buildah("rmi", "--prune")
-
+        make = functools.partial(_build_target, target, image, bases)
         _ensure(image, f"the project's {target} image from the Dockerfile", make)
     return built
 
