@@ -174,6 +174,8 @@ def build_worker_config(
         heartbeats=spec.heartbeats,
         topic_config_sync=spec.topic_config_sync,
         metrics_port=METRICS_PORT,
+        commit_interval_seconds=spec.commit_interval_seconds,
+        delivery=spec.delivery,
         processes=spec.worker.processes,
     )
     return config, source_envs + target_envs

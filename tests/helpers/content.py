@@ -124,6 +124,26 @@ def check_content(
     return report
 
 
+def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """The partitions of `topic` where a transaction is still open, each with its last stable
+    offset and its end: a `read_committed` reader (this check's) sees only up to the former,
+    and a writer killed mid-transaction holds it until the transaction times out."""
+    committed = _reader(bootstrap)
+    everything = _reader(bootstrap, "read_uncommitted")
+    try:
+        found = {}
+        for partition in sorted(_partitions(committed, topic)):
+            point = TopicPartition(topic, partition)
+            stable = committed.get_watermark_offsets(point, timeout=10, cached=False)[1]
+            end = everything.get_watermark_offsets(point, timeout=10, cached=False)[1]
+            if stable < end:
+                found[partition] = (stable, end)
+        return found
+    finally:
+        committed.close()
+        everything.close()
+
+
 def _source_counts(
     report: ContentReport, reader: Consumer, topic: str, partition: int, local_only: bool
 ) -> dict[bytes, int]:
@@ -242,12 +262,16 @@ def _time(message: Message) -> int:
     return message.timestamp()[1]
 
 
-def _reader(bootstrap: str) -> Consumer:
+def _reader(bootstrap: str, isolation: str = "read_committed") -> Consumer:
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"content-check-{uuid.uuid4().hex[:8]}",  # never joined: assign only
             "enable.auto.commit": False,
+            # What applications read (librdkafka's default, said here because exactly-once
+            # copies are judged by it): never a copy of an aborted transaction, and the end of
+            # a partition is its last stable offset.
+            "isolation.level": isolation,
             # Ends a partition whose last offsets are no records (transaction markers).
             "enable.partition.eof": True,
         }

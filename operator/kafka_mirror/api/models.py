@@ -48,6 +48,8 @@ CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+
 
 # --- mirroring behaviour ------------------------------------------------------------------
 
+Delivery = Literal["atLeastOnce", "exactlyOnce"]
+
 
 class TopicNaming(ApiModel):
     """How a source topic is named on the target."""
@@ -291,6 +293,19 @@ class KafkaMirrorSpec(ApiModel):
         default=1, description="Worker pods; they share the source partitions."
     )
     paused: bool = Field(default=False, description="Stop all workers, keeping their progress.")
+    delivery: Delivery = Field(
+        default="atLeastOnce",
+        description="`atLeastOnce`: every record arrives, a few twice after a failure. "
+        "`exactlyOnce`: copies and positions are committed together in transactions on the "
+        "target, so a consumer of the target with `isolation.level=read_committed` sees each "
+        "source record once; it adds up to one `commitIntervalSeconds` of latency and needs "
+        "the transaction ACLs on the target (docs/reliability.md).",
+    )
+    commit_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = Field(
+        default=1.0,
+        description="How often the workers commit their progress (exactly once: the "
+        "transaction interval).",
+    )
     refresh_topics_interval_seconds: Annotated[int, Field(ge=1, le=3_600)] = Field(
         default=10, description="How often the source topic list is read for new topics."
     )

@@ -21,6 +21,7 @@ from kafka_mirror.api.allowed import CLIENT_CONFIG
 from kafka_mirror.api.base import ApiModel, StringMap, section
 from kafka_mirror.api.models import (
     Checkpoints,
+    Delivery,
     Heartbeats,
     OffsetSyncs,
     TopicConfigSync,
@@ -129,6 +130,7 @@ class WorkerConfig(ApiModel):
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic config sync.")
     metrics_port: int = 9400
     commit_interval_seconds: float = 1.0
+    delivery: Delivery = "atLeastOnce"
     processes: Annotated[int, Field(ge=1, le=64)] | None = Field(
         default=None,
         description="Mirroring processes in each pod; from the pod's CPU limit when unset.",

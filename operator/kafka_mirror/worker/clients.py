@@ -12,6 +12,7 @@ tuning defaults below.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Client
 # the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 CLOSE_FLUSH_SECONDS = 5.0  # for checkpoints still on their way when the worker stops
+TRANSACTIONS_INIT_SECONDS = 60.0
 
 MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "enable.idempotence": True,
@@ -76,12 +78,28 @@ MIRROR_CONSUMER_TUNING: dict[str, Any] = {
 }
 
 
-def mirror_producer_settings(target: dict[str, Any]) -> dict[str, Any]:
+# Exactly once: a transaction due waits for its copies, at most the queue's bytes, which a
+# target throttled to 1 MiB/s still takes within the transaction timeout.
+TRANSACTIONAL_TUNING: dict[str, Any] = {
+    "queue.buffering.max.kbytes": 16 * 1024,
+    "transaction.timeout.ms": 60_000,
+}
+
+
+def mirror_producer_settings(
+    target: dict[str, Any], transactional_id: str | None = None
+) -> dict[str, Any]:
     """The mirroring producer's settings: the cluster's own (connection and the mirror's tuning
     `config`) over the worker's tuning defaults, and the guarantees over both."""
+    transactional = (
+        {}
+        if transactional_id is None
+        else {**TRANSACTIONAL_TUNING, "transactional.id": transactional_id}
+    )
     return {
         **MIRROR_PRODUCER_TUNING,
         **ONE_REQUEST_IN_FLIGHT,
+        **transactional,
         **target,
         **MIRROR_PRODUCER_GUARANTEES,
     }
@@ -131,7 +149,10 @@ class ClientErrors:
 class Clients:
     """Admin clients of both clusters, the source consumer (the workers' group), the target
     producer, the offset-syncs producer (the target producer unless syncs live on the source),
-    the checkpoints producer and the readers of the internal topics."""
+    the checkpoints producer and the readers of the internal topics.
+
+    Exactly once (`exactly_once.py`): the target producer is transactional, and `members` is
+    the workers' group on the target, which decides who owns which partitions."""
 
     def __init__(
         self, config: WorkerConfig, on_error: ErrorCallback, on_commit: CommitCallback
@@ -172,10 +193,26 @@ class Clients:
                 "on_commit": on_commit,
             }
         )
-        self.producer_settings = mirror_producer_settings(target)
+        self.members: Consumer | None = None
+        transactional_id = None
+        if config.delivery == "exactlyOnce":
+            # Unique per process: the group's generation, not the id, fences a former owner.
+            transactional_id = f"{config.consumer_group}.{socket.gethostname()}.{os.getpid()}"
+            self.members = Consumer(
+                {
+                    **target,
+                    "group.id": config.consumer_group,
+                    "enable.auto.commit": False,
+                    "partition.assignment.strategy": "cooperative-sticky",
+                    # Its positions are read stable: never under a transaction still open.
+                    "isolation.level": "read_committed",
+                    "error_cb": on_error("target"),
+                }
+            )
+        self.producer_settings = mirror_producer_settings(target, transactional_id)
         self.target_errors = on_error("target")
         self.producer_generation = 0
-        self.producer = Producer(self._with_error_callback(self.producer_settings))
+        self.producer = self._new_producer()
         self.syncs_at_source = config.offset_syncs.location == "source"
         self.syncs_producer = (
             Producer({**source, **SMALL_IDEMPOTENT_PRODUCER, "error_cb": on_error("source")})
@@ -207,10 +244,19 @@ class Clients:
         if linger_ms is not None:
             self.producer_settings["linger.ms"] = linger_ms
         old = self.producer
-        self.producer = Producer(self._with_error_callback(self.producer_settings))
+        self.producer = self._new_producer()
         if self.syncs_producer is old:
             self.syncs_producer = self.producer
         return old
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(self._with_error_callback(self.producer_settings))
+        if "transactional.id" in self.producer_settings:
+            # A target that does not answer in time raises: at start the process exits, and
+            # its pod's restart tries again.
+            producer.init_transactions(TRANSACTIONS_INIT_SECONDS)
+            producer.begin_transaction()
+        return producer
 
     def _with_error_callback(self, settings: dict[str, Any]) -> dict[str, Any]:
         """`settings` with an error callback for the next target producer. A fatal error that
@@ -229,7 +275,9 @@ class Clients:
         return list({id(p): p for p in (self.producer, self.syncs_producer)}.values())
 
     def close(self) -> None:
-        """Leave the group (serving the revocation callback) and close the readers."""
+        """Leave the groups (serving the revocation callbacks) and close the readers."""
+        if self.members is not None:
+            self.members.close()
         self.consumer.close()
         self.checkpoints_producer.flush(CLOSE_FLUSH_SECONDS)
         self.syncs_reader.close()

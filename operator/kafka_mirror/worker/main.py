@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from kafka_mirror.api.worker_config import MissingCredential, load
 from kafka_mirror.worker import batches
+from kafka_mirror.worker.exactly_once import ExactlyOnceWorker
 from kafka_mirror.worker.metrics import WorkerMetrics, serve
 from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
 from kafka_mirror.worker.supervisor import Health, Supervisor, process_count
@@ -56,7 +57,8 @@ def mirror(config_path: Path, port: int | None, health: Health | None) -> int:
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints every thread's stack
     metrics = WorkerMetrics()
     try:
-        worker = MirrorWorker(config_path, metrics)
+        exactly_once = load(config_path).delivery == "exactlyOnce"
+        worker = (ExactlyOnceWorker if exactly_once else MirrorWorker)(config_path, metrics)
     except (MissingCredential, OSError, ValueError, KafkaException) as error:
         # KafkaException: librdkafka refused a client setting of the mirror's `config`.
         log.error("cannot start with %s: %s", config_path, error)

@@ -54,7 +54,16 @@ REVOKE_FLUSH_SECONDS = 30.0
 COMMITTED_SECONDS = 10.0  # reading the committed offsets at assignment
 SHUTDOWN_FLUSH_SECONDS = 20.0  # within Kubernetes' default 30 s grace period
 # Changing these needs new clients, so the worker restarts to apply them.
-RESTART_FIELDS = ("source", "target", "topic_naming", "offset_syncs", "metrics_port", "processes")
+RESTART_FIELDS = (
+    "source",
+    "target",
+    "topic_naming",
+    "offset_syncs",
+    "metrics_port",
+    "processes",
+    "delivery",
+    "commit_interval_seconds",
+)
 # librdkafka names the partition in its gapless-guarantee failure: "… for <topic> [<n>] …".
 FAILED_PARTITION = re.compile(r" for (\S+) \[(\d+)\]")
 

@@ -1,0 +1,286 @@
+"""Exactly once (`delivery: exactlyOnce`): each transaction on the target holds the copies of a
+commit interval and the source positions after them, so a `read_committed` consumer of the
+target sees every source record once, whatever fails (docs/reliability.md, "Exactly once").
+
+Ownership is decided on the target, where the transactions are: the workers' group there
+(`Clients.members`) subscribes to the remote topics and fetches nothing; remote partition p of
+a topic is the source partition p it copies, so its assignment is the source consumer's (which
+is assigned, not subscribed). Each transaction commits the positions as that group's offsets of
+the remote partitions (`send_offsets_to_transaction`), and the group coordinator refuses a
+commit from a member of an earlier generation (KIP-447): a worker that lost its partitions
+while paused cannot commit copies of them after their new owner started. Its new owner reads
+the positions stable (never under a pending transaction) and resumes there.
+
+Any failure of a transaction aborts it, and every partition is consumed again from its last
+committed position (`Partitions.rewind`, which stops a partition that fails at one record again
+and again). Offset syncs wait for the transaction of the copies they name
+(`HeldSyncWriter`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from kafka_mirror.kafka.formats import OffsetSync
+from kafka_mirror.worker.clients import Clients, ClientsFactory
+from kafka_mirror.worker.flows import commit_offsets
+from kafka_mirror.worker.metrics import WorkerMetrics
+from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
+from kafka_mirror.worker.permanent import permanent_refusal
+from kafka_mirror.worker.resume_points import assign_at_resume_points
+from kafka_mirror.worker.sync_writer import OffsetSyncWriter
+
+log = logging.getLogger(__name__)
+
+COMMIT_SECONDS = 10.0  # for a transaction's commit or abort, its copies all acknowledged
+DRAIN_WAIT_SECONDS = 0.05  # serving reports while a transaction due waits for its copies
+POSITIONS_SECONDS = 30.0  # reading the committed positions at assignment
+
+Key = tuple[str, int]
+
+
+def renamed(point: TopicPartition, topic: str) -> TopicPartition:
+    """`point` (its partition, offset, metadata and leader epoch) in another topic."""
+    epoch = point.leader_epoch
+    return TopicPartition(
+        topic, point.partition, point.offset, point.metadata or "", -1 if epoch is None else epoch
+    )
+
+
+class HeldSyncWriter(OffsetSyncWriter):
+    """Offset syncs held until the transaction of the copies they name commits, dropped when it
+    aborts: a sync never names a copy a `read_committed` consumer cannot see."""
+
+    def __init__(self, topic: str, metrics: WorkerMetrics) -> None:
+        super().__init__(topic, metrics)
+        self.held: list[tuple[OffsetSync, bool]] = []
+
+    def queue(self, sync: OffsetSync, due: bool) -> None:
+        self.held.append((sync, due))
+
+    def committed(self) -> None:
+        held, self.held = self.held, []
+        for sync, due in held:
+            super().queue(sync, due)
+
+    def aborted(self) -> None:
+        self.held.clear()
+
+
+class ExactlyOnceWorker(MirrorWorker):
+    def __init__(
+        self, config_path: Path, metrics: WorkerMetrics, clients: ClientsFactory = Clients
+    ) -> None:
+        super().__init__(config_path, metrics, clients)
+        assert self.clients.members is not None, "the clients of a transactional worker"
+        self.members: Consumer = self.clients.members
+        self.held_syncs = HeldSyncWriter(self.sync_writer.topic, metrics)
+        self.sync_writer = self.held_syncs
+        self.partitions.publish_sync = self.held_syncs.queue
+        # A new producer would need its own transactions: the linger stays as configured.
+        self.linger = None
+        # Per source partition, where its last committed transaction left it.
+        self.positions: dict[Key, int] = {}
+        # A commit is due: nothing more is consumed until the copies are acknowledged.
+        self.commit_due = False
+        self.remotes: dict[str, str] = {}  # remote topic → source topic
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def _next_batch(self) -> list[Message]:
+        """Nothing while a commit is due: a transaction holds at most one interval's copies
+        (and the producer's queue), so it commits within `transaction.timeout.ms` even when
+        the target is slow."""
+        if self.commit_due:
+            return []
+        return super()._next_batch()
+
+    def _serve_reports(self, timeout: float) -> None:
+        producer = self.clients.producer
+        try:
+            producer.poll(DRAIN_WAIT_SECONDS if self.commit_due else timeout)
+        except (KafkaException, SystemError) as error:
+            self.producer_failure = str(error)
+        if self.partitions.refused:
+            self._abort("the target refused a record")
+        elif self.commit_due and len(producer) == 0 and self.producer_failure is None:
+            self._commit_transaction(COMMIT_SECONDS)
+        if self.clients.syncs_producer is not self.clients.producer:
+            self.clients.syncs_producer.poll(0)
+        # Serves the group's rebalance callbacks (it fetches nothing).
+        self.members.poll(0)
+
+    def _replace_producer(self, reason: str) -> None:
+        """A failed transactional producer (fenced, or its transaction timed out): a new one
+        fences it for good, and everything uncommitted is copied again."""
+        log.warning("replacing the transactional producer: %s", reason)
+        self.metrics.errors.labels("producer replaced").inc()
+        self.producer_failure = None
+        try:
+            old = self.clients.renew_producer()
+        except KafkaException as error:
+            raise WorkerFailed(f"cannot start a new transactional producer: {error}") from error
+        old.purge()
+        self._rewind_all(reason)
+        self.delivery_watch.progress = None
+
+    # --- transactions ---------------------------------------------------------------------
+
+    def _commit(self) -> None:
+        """Due every commit interval; the loop commits once the copies are acknowledged."""
+        self.commit_due = True
+
+    def _barrier(self, partitions: list[TopicPartition] | None, timeout: float) -> None:
+        """A transaction commits every partition's copies together, whichever are handed on;
+        what cannot be committed is aborted (the next owner copies it again)."""
+        if not self._commit_transaction(max(timeout, 1.0)):
+            self._abort("the target has not acknowledged every copy")
+
+    def _commit_transaction(self, timeout: float) -> bool:
+        """Commit the copies made since the last commit with their partitions' positions; a
+        failure aborts them, and they are copied again. False: nothing committed."""
+        self.commit_due = False
+        producer = self.clients.producer
+        self.sync_writer.promote_delayed()
+        self.sync_writer.publish(self.clients.syncs_producer)
+        if producer.flush(timeout):
+            return False
+        if self.partitions.refused or self.producer_failure is not None:
+            return False  # the loop aborts, or replaces the producer
+        flows = list(self.partitions.flows.values())
+        owned = {(tp.topic, tp.partition) for tp in self.members.assignment()}
+        stray = next((f for f in flows if (f.remote, f.partition) not in owned), None)
+        if stray is not None:
+            self._abort(f"copies of {stray.topic}[{stray.partition}], no longer ours")
+            return False
+        source = self.losses.annotate(commit_offsets(flows))
+        remotes = {(f.topic, f.partition): f.remote for f in flows}
+        positions = [renamed(tp, remotes[(tp.topic, tp.partition)]) for tp in source]
+        try:
+            if positions:
+                producer.send_offsets_to_transaction(
+                    positions, self.members.consumer_group_metadata(), timeout
+                )
+            producer.commit_transaction(timeout)
+        except KafkaException as error:
+            failure = error.args[0]
+            if failure.fatal():
+                self.producer_failure = failure.str()
+            else:
+                self._abort(f"the transaction failed: {failure.str()}")
+            return False
+        producer.begin_transaction()
+        self.held_syncs.committed()
+        self.positions.update({(tp.topic, tp.partition): tp.offset for tp in source})
+        self.partitions.publish_figures()
+        if source:
+            # Into the source group too, where the operator reads the lag and the problems.
+            self.clients.consumer.commit(offsets=source, asynchronous=True)
+            self._update_lag(source)
+        return True
+
+    def _abort(self, reason: str) -> None:
+        log.warning("aborting the transaction: %s", reason)
+        self.metrics.errors.labels("transaction aborted").inc()
+        try:
+            self.clients.producer.abort_transaction(COMMIT_SECONDS)
+            self.clients.producer.begin_transaction()
+        except KafkaException as error:
+            self.producer_failure = f"aborting failed: {error.args[0].str()}"
+            return
+        self._rewind_all(reason)
+
+    def _rewind_all(self, reason: str) -> None:
+        """Every partition again from its last committed position. A partition whose record
+        the target refused is stopped if the refusal is permanent; the others count a failure
+        only against the partitions that caused it (`Partitions.rewind`)."""
+        self.held_syncs.aborted()
+        refused = {(f.topic, f.partition): f for f in self.partitions.refused}
+        self.partitions.refused = []
+        for key, flow in list(self.partitions.flows.items()):
+            self.partitions.rewind(flow, self.positions.get(key, flow.start), reason)
+            if key not in refused:
+                self.partitions.refusals.pop(key, None)
+                continue
+            permanent = permanent_refusal(flow.refused_code, flow.remote, flow.partition)
+            if permanent is not None:
+                self.partitions.stop_refused(permanent)
+
+    # --- ownership ------------------------------------------------------------------------
+
+    def _subscribe(self, topics: list[str]) -> None:
+        if topics == self.subscribed:
+            return
+        mirrored = self.topics.plan.mirrored
+        self.remotes = {mirrored[t]: t for t in topics}
+        log.info("mirroring %d topics exactly once", len(topics))
+        if topics:
+            self.members.subscribe(
+                sorted(self.remotes),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+        else:
+            self._barrier(None, 0.0)
+            self.members.unsubscribe()
+            self._release(self.clients.consumer.assignment())
+        self.subscribed = topics
+
+    def _source(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The source partitions these remote partitions copy (with their offsets)."""
+        return [
+            renamed(tp, self.remotes[tp.topic]) for tp in partitions if tp.topic in self.remotes
+        ]
+
+    def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
+        """Resume each partition at its committed position (read stable: a former owner's
+        transaction still open is waited for)."""
+        log.info("assigned %d partitions", len(partitions))
+        self.members.incremental_assign(partitions)
+        self.members.pause(partitions)
+        try:
+            committed = self.members.committed(partitions, timeout=POSITIONS_SECONDS)
+        except KafkaException as error:
+            # Without the positions nothing may be copied: the process restarts.
+            self._fail(f"cannot read the committed positions: {error}")
+            return
+        positions = self._source(committed)
+        self.losses.restore(positions)
+        self.positions.update(
+            {(tp.topic, tp.partition): tp.offset for tp in positions if tp.offset >= 0}
+        )
+        assign_at_resume_points(
+            self.clients.consumer,
+            positions,
+            self.clients.target_settings,
+            self.config.source.alias,
+            self.topics.plan.mirrored,
+            self.topics.source_ids,
+        )
+
+    def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
+        """Commit what was copied of every partition, then hand these over."""
+        log.info("revoked %d partitions", len(partitions))
+        self._barrier(None, 0.0 if self.closing else COMMIT_SECONDS)
+        self._release(self._source(partitions))
+        self.members.incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
+        """Another worker may own them already: nothing of theirs may commit."""
+        log.warning("lost %d partitions: aborting what was not committed", len(partitions))
+        self._release(self._source(partitions))
+        self._abort("partitions lost")
+
+    def _release(self, partitions: list[TopicPartition]) -> None:
+        """Stop copying these; what they copied since the last commit must then be aborted
+        (`_on_lost` does, the others committed first)."""
+        keys = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        self.clients.consumer.incremental_unassign(keys)
+        self.partitions.forget(keys)
+        self.losses.forget(keys)
+        for tp in keys:
+            self.positions.pop((tp.topic, tp.partition), None)

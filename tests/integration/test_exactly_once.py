@@ -1,0 +1,115 @@
+"""Exactly once (`delivery: exactlyOnce`), tried where it is hardest: workers killed every few
+seconds under load, a worker paused past its session while its partitions move, and source
+transactions both committed and aborted. Each ends with the independent content check, read
+with `isolation.level=read_committed` straight from Kafka: 0 missing, 0 duplicates."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_mirror_dev.kafka import LocalKafka
+from tests.helpers.content import check_content, open_transactions
+from tests.helpers.faults import settle
+from tests.helpers.kafka import create_topics, unique
+from tests.helpers.matrix import traffic
+from tests.helpers.stack import MirrorStack
+from tests.helpers.worker import WorkerProcess, wait_for, worker_config
+
+pytestmark = pytest.mark.kafka
+
+# The members' group on the target notices a killed or paused worker within seconds.
+FAST_GROUP = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+
+
+def exactly_once_config(source: LocalKafka, target: LocalKafka, topic: str) -> dict[str, Any]:
+    config = worker_config(source, target, [re.escape(topic)], delivery="exactlyOnce")
+    config["target"]["config"] = dict(FAST_GROUP)
+    return config
+
+
+def assert_each_record_once(source: LocalKafka, target: LocalKafka, topic: str) -> None:
+    """Once no transaction is open on the remote topic (a killed writer's times out), each
+    source record is there once for a `read_committed` reader."""
+    remote = f"{topic}.A"
+    wait_for(
+        lambda: not open_transactions(target.bootstrap_servers, remote),
+        120,
+        lambda: (
+            f"the transactions open on {remote} to end: "
+            f"{open_transactions(target.bootstrap_servers, remote)}"
+        ),
+    )
+    report = check_content(source.bootstrap_servers, target.bootstrap_servers, {topic: remote})
+    assert report.source_records > 0
+    assert (report.missing, report.duplicates, report.unexpected) == (0, 0, 0), str(report)
+
+
+def test_workers_killed_every_three_seconds_copy_each_record_once(
+    stack: MirrorStack, tmp_path: Path
+) -> None:
+    topic = unique("eos-kill")
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=8)
+    config = exactly_once_config(stack.kafka_a, stack.kafka_b, topic)
+    workers = [stack.start_worker(config, name=f"worker-{n}") for n in range(2)]
+    rate, total = 20_000, 600_000
+    generator = traffic(stack.kafka_a, topic, tmp_path, "traffic", rate=rate, count=total)
+    kills = 0
+    while generator.running():
+        time.sleep(3)
+        victim = workers[kills % 2]
+        victim.kill()
+        kills += 1
+        victim.start()
+    stats = generator.finish(timeout=600)
+    assert stats.failed == 0, stats.errors
+    settle(stack.kafka_a, config, [topic])
+    assert kills >= 5
+    assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+
+
+def assignments(worker: WorkerProcess) -> int:
+    """How many times the worker was given partitions."""
+    return len(re.findall(r"assigned [1-9]\d* partitions", worker.log()))
+
+
+def test_a_worker_paused_past_its_session_cannot_commit_what_it_copied(
+    stack: MirrorStack, tmp_path: Path
+) -> None:
+    """SIGSTOP while records stream: its partitions move to the other worker, which copies
+    them; resumed, its open transaction is refused, never committed."""
+    topic = unique("eos-stop")
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=4)
+    config = exactly_once_config(stack.kafka_a, stack.kafka_b, topic)
+    generator = traffic(stack.kafka_a, topic, tmp_path, "traffic", rate=5_000, count=150_000)
+    paused = stack.start_worker(config, name="paused")
+    wait_for(lambda: assignments(paused) > 0, 60, "the first worker's partitions")
+    other = stack.start_worker(config, name="other")
+    wait_for(lambda: assignments(other) > 0, 60, "the partitions shared with a second worker")
+    before = assignments(other)
+    assert paused.process is not None
+    os.kill(paused.process.pid, signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: assignments(other) > before,
+            60,
+            "the other worker to take the paused one's partitions",
+        )
+        time.sleep(3)  # it copies them, and commits
+    finally:
+        os.kill(paused.process.pid, signal.SIGCONT)
+    wait_for(
+        lambda: "lost" in paused.log() or "aborting the transaction" in paused.log(),
+        60,
+        "the resumed worker to find its partitions gone",
+    )
+    stats = generator.finish(timeout=600)
+    assert stats.failed == 0, stats.errors
+    settle(stack.kafka_a, config, [topic])
+    assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
