@@ -601,3 +601,10 @@ def test_the_audit_account_may_only_patch_its_own_mirror_status() -> None:
         }
     ]
     assert binding["roleRef"]["name"] == role["metadata"]["name"] == account["metadata"]["name"]
+
+
+def test_worker_config_carries_the_delivery_and_its_commit_interval() -> None:
+    config, _ = worker_config(mirror_spec())
+    assert (config.delivery, config.commit_interval_seconds) == ("atLeastOnce", 1.0)
+    config, _ = worker_config(mirror_spec(delivery="exactlyOnce", commitIntervalSeconds=0.5))
+    assert (config.delivery, config.commit_interval_seconds) == ("exactlyOnce", 0.5)
