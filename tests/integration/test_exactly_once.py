@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.audit.main import audit
 from kafka_mirror_dev.kafka import LocalKafka
+from tests.helpers.audit import mirror_everything
 from tests.helpers.content import check_content, open_transactions
-from tests.helpers.faults import settle
-from tests.helpers.kafka import create_topics, unique
+from tests.helpers.faults import audited, settle
+from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.matrix import traffic
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import WorkerProcess, wait_for, worker_config
@@ -51,6 +55,7 @@ def assert_each_record_once(source: LocalKafka, target: LocalKafka, topic: str) 
     assert (report.missing, report.duplicates, report.unexpected) == (0, 0, 0), str(report)
 
 
+@pytest.mark.spark
 def test_workers_killed_every_three_seconds_copy_each_record_once(
     stack: MirrorStack, tmp_path: Path
 ) -> None:
@@ -72,6 +77,7 @@ def test_workers_killed_every_three_seconds_copy_each_record_once(
     settle(stack.kafka_a, config, [topic])
     assert kills >= 5
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+    assert audited(config, stack.spark, total).duplicates == 0
 
 
 def assignments(worker: WorkerProcess) -> int:
@@ -113,3 +119,77 @@ def test_a_worker_paused_past_its_session_cannot_commit_what_it_copied(
     assert stats.failed == 0, stats.errors
     settle(stack.kafka_a, config, [topic])
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+
+
+def test_committed_source_transactions_are_copied_once_and_aborted_ones_never(
+    stack: MirrorStack, tmp_path: Path
+) -> None:
+    """The source holds transactions committed and aborted, interleaved with plain records,
+    while a worker copies and is killed and restarted: a `read_committed` reader of the
+    target sees exactly the committed source records (the content check reads the source
+    `read_committed` too)."""
+    topic = unique("eos-txn")
+    source = stack.kafka_a.bootstrap_servers
+    create_topics(source, [topic], partitions=2)
+    config = exactly_once_config(stack.kafka_a, stack.kafka_b, topic)
+    worker = stack.start_worker(config)
+    writer = Producer({"bootstrap.servers": source, "transactional.id": unique("app")})
+    writer.init_transactions(30)
+    for round_ in range(20):
+        writer.begin_transaction()
+        for record in records(50, partitions=2):
+            writer.produce(topic, record.value, record.key, record.partition or 0)
+        if round_ % 3 == 2:
+            writer.abort_transaction(30)
+        else:
+            writer.commit_transaction(30)
+        produce(source, topic, records(20, partitions=2))
+        if round_ == 10:
+            worker.kill()
+            worker.start()
+    settle(stack.kafka_a, config, [topic])
+    assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+
+
+@pytest.mark.spark
+def test_the_audit_fails_a_duplicate_and_never_counts_an_aborted_copy(
+    stack: MirrorStack, tmp_path: Path
+) -> None:
+    topic = unique("eos-audit")
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=1)
+    produce(stack.kafka_a.bootstrap_servers, topic, records(100, partitions=1))
+    config = exactly_once_config(stack.kafka_a, stack.kafka_b, topic)
+    mirror_everything(config, topic, tmp_path, stack.kafka_b)
+    remote, target = f"{topic}.A", stack.kafka_b.bootstrap_servers
+    reader = Consumer({"bootstrap.servers": target, "group.id": unique("reader")})
+    reader.assign([TopicPartition(remote, 0, 10)])
+    (copy,) = reader.consume(1, timeout=30)
+    reader.close()
+
+    def write_again(producer: Producer) -> None:
+        producer.produce(
+            remote,
+            copy.value(),
+            copy.key(),
+            0,
+            timestamp=copy.timestamp()[1],
+            headers=copy.headers(),
+        )
+
+    # A copy written again in a transaction that aborts: no reader of the target sees it.
+    aborted = Producer({"bootstrap.servers": target, "transactional.id": unique("aborted")})
+    aborted.init_transactions(30)
+    aborted.begin_transaction()
+    write_again(aborted)
+    aborted.abort_transaction(30)
+    parsed = WorkerConfig.model_validate(config)
+    report = audit(parsed, stack.spark)
+    assert (report.result, report.records_checked, report.duplicates) == ("Passed", 100, 0)
+
+    # The same copy written again for good: at least once, a re-send; exactly once, a failure.
+    plain = Producer({"bootstrap.servers": target})
+    write_again(plain)
+    assert plain.flush(10) == 0
+    report = audit(parsed, stack.spark, full=True)  # not from the first run's watermark
+    assert (report.result, report.duplicates) == ("Failed", 1), report.summary().message
+    assert "1 duplicates (exactly-once delivery allows none)" in report.summary().message

@@ -264,6 +264,7 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
     if again:
         target.unpersist()
     failed = total("missing") or total("altered") or total("lost_to_retention")
+    failed = failed or (inputs.exactly_once and total("duplicates"))
     return AuditReport(
         mirror=inputs.mirror,
         time=datetime.now(UTC),
@@ -276,6 +277,7 @@ def run_checks(spark: SparkSession, inputs: AuditInputs) -> AuditReport:
         missing=total("missing"),
         altered=total("altered"),
         duplicates=total("duplicates"),
+        exactly_once=inputs.exactly_once,
         lost_to_retention=total("lost_to_retention"),
         expired_on_source=total("expired_on_source"),
         expired_on_target=total("expired_on_target"),

@@ -116,6 +116,7 @@ def audit_inputs(
         cycle_ids=cycle_ids,
         compacted_remotes=compacted,
         offset_syncs_end=syncs_end,
+        exactly_once=config.delivery == "exactlyOnce",
     )
 
 

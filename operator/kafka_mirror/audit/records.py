@@ -84,6 +84,8 @@ class AuditInputs:
     # The offset-sync topic's end per partition, read before the target's log ends: a sync
     # below it names a copy at or before them, so this run judges it.
     offset_syncs_end: dict[int, int] = field(default_factory=dict)
+    # Exactly-once delivery: a duplicate is a failure, not a re-send.
+    exactly_once: bool = False
 
 
 def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFrame:
@@ -213,6 +215,9 @@ def target_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
         inputs.target_options,
         endingOffsets="latest",
         includeHeaders="true",
+        # What the target's applications read: never an aborted (exactly-once) copy, up to
+        # the last stable offset, as the windows' ends were read.
+        **{"kafka.isolation.level": "read_committed"},
         **_target_range(inputs.windows),
     )
     # The newest provenance header is this hop's: STRING alias, INT32 partition, INT64 offset,

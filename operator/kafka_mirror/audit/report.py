@@ -100,6 +100,7 @@ class AuditReport(ReportModel):
     missing: int = 0
     altered: int = 0
     duplicates: int = 0
+    exactly_once: bool = False  # the mirror's delivery: its duplicates fail the audit
     lost_to_retention: int = 0
     expired_on_source: int = 0
     expired_on_target: int = 0
@@ -146,7 +147,12 @@ class AuditReport(ReportModel):
         if self.bad_offset_syncs:
             problems.append(f"{self.bad_offset_syncs} offset syncs point at the wrong record")
         if self.duplicates:
-            problems.append(f"{self.duplicates} duplicates (at-least-once re-sends)")
+            why = (
+                "exactly-once delivery allows none"
+                if self.exactly_once
+                else "at-least-once re-sends"
+            )
+            problems.append(f"{self.duplicates} duplicates ({why})")
         message = "; ".join(problems) or (
             f"{self.records_checked} records in {self.partitions_checked} partitions mirrored "
             f"exactly once; {self.checkpoints_checked} checkpoints safe"
