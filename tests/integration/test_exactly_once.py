@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import NewPartitions
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
@@ -21,10 +22,17 @@ from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.audit import mirror_everything
 from tests.helpers.content import check_content, open_transactions
 from tests.helpers.faults import audited, settle
-from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
 from tests.helpers.matrix import traffic
 from tests.helpers.stack import MirrorStack
-from tests.helpers.worker import WorkerProcess, wait_for, worker_config
+from tests.helpers.worker import (
+    StartWorker,
+    WorkerProcess,
+    group_offsets,
+    wait_for,
+    worker_config,
+    worker_group,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -33,6 +41,7 @@ FAST_GROUP = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
 
 
 def exactly_once_config(source: LocalKafka, target: LocalKafka, topic: str) -> dict[str, Any]:
+    """A worker's configuration for `topic`, exactly once, with a quick group on the target."""
     config = worker_config(source, target, [re.escape(topic)], delivery="exactlyOnce")
     config["target"]["config"] = dict(FAST_GROUP)
     return config
@@ -78,6 +87,12 @@ def test_workers_killed_every_three_seconds_copy_each_record_once(
     assert kills >= 5
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
     assert audited(config, stack.spark, total).duplicates == 0
+
+
+def committed(source: LocalKafka, config: dict[str, Any]) -> dict[int, int]:
+    """Per partition, what the workers committed (to the source group, after each
+    transaction)."""
+    return {p: offset for (_, p), offset in group_offsets(source, worker_group(config)).items()}
 
 
 def assignments(worker: WorkerProcess) -> int:
@@ -193,3 +208,83 @@ def test_the_audit_fails_a_duplicate_and_never_counts_an_aborted_copy(
     report = audit(parsed, stack.spark, full=True)  # not from the first run's watermark
     assert (report.result, report.duplicates) == ("Failed", 1), report.summary().message
     assert "1 duplicates (exactly-once delivery allows none)" in report.summary().message
+
+
+def test_the_target_down_for_three_minutes_at_20000_records_a_second(
+    stack: MirrorStack, tmp_path: Path
+) -> None:
+    """Longer than the transaction timeout: the transaction open when the target went away is
+    aborted by its coordinator when it is back, the worker's producer is fenced, replaced,
+    and every partition copied again from its last commit."""
+    topic = unique("eos-down")
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=8)
+    config = exactly_once_config(stack.kafka_a, stack.kafka_b, topic)
+    worker = stack.start_worker(config)
+    rate, down = 20_000, 180
+    generator = traffic(
+        stack.kafka_a, topic, tmp_path, "traffic", rate=rate, count=rate * (down + 20)
+    )
+    wait_for(lambda: committed(stack.kafka_a, config), 60, "the first transaction")
+    stack.kafka_b.stop()
+    deadline = time.monotonic() + down
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        assert worker.get("/healthz") is not None and worker.running(), "the worker died"
+    stack.kafka_b.start()
+    stats = generator.finish(timeout=600)
+    assert stats.failed == 0, stats.errors
+    settle(stack.kafka_a, config, [topic])
+    assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+
+
+def test_partitions_added_twice_to_a_busy_topic(stack: MirrorStack, tmp_path: Path) -> None:
+    """The remote topic grows, the group on the target rebalances onto the new partitions."""
+    topic = unique("eos-grow")
+    source = stack.kafka_a.bootstrap_servers
+    create_topics(source, [topic], partitions=4)
+    config = exactly_once_config(stack.kafka_a, stack.kafka_b, topic)
+    workers = [stack.start_worker(config, name=f"worker-{n}") for n in range(2)]
+    running = traffic(stack.kafka_a, topic, tmp_path, "traffic-4", rate=10_000)
+    for count in (8, 12):
+        wait_for(lambda: committed(stack.kafka_a, config), 60, "copies committed")
+        admin_for(source).create_partitions([NewPartitions(topic, count)])[topic].result(10)
+        wait_for(lambda count=count: len(end_offsets(source, topic)) == count, 30, "new leaders")
+        following = traffic(stack.kafka_a, topic, tmp_path, f"traffic-{count}", rate=10_000)
+        stats = running.finish()
+        assert stats.failed == 0, stats.errors
+        running = following
+    wait_for(
+        lambda: len([o for o in committed(stack.kafka_a, config).values() if o > 0]) == 12,
+        120,
+        lambda: f"copies of all 12 partitions committed: {committed(stack.kafka_a, config)}",
+    )
+    stats = running.finish()
+    assert stats.failed == 0, stats.errors
+    settle(stack.kafka_a, config, [topic])
+    assert all(w.running() for w in workers)
+    assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+
+
+def test_a_leader_change_on_a_three_broker_target(
+    kafka_a: LocalKafka, kafka_b3: LocalKafka, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    """A broker of the target stopped and started again while records stream: its partitions'
+    leaders move (the transaction coordinator's too, when it led its partition)."""
+    topic = unique("eos-leader")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=6)
+    config = exactly_once_config(kafka_a, kafka_b3, topic)
+    start_worker(config)
+    generator = traffic(kafka_a, topic, tmp_path, "traffic", rate=10_000, count=300_000)
+    wait_for(lambda: committed(kafka_a, config), 60, "the first transaction")
+    kafka_b3.stop_broker(2)
+    before = sum(committed(kafka_a, config).values())
+    wait_for(
+        lambda: sum(committed(kafka_a, config).values()) > before + 10_000,
+        120,
+        "transactions committed with the broker away",
+    )
+    kafka_b3.start_broker(2)
+    stats = generator.finish(timeout=600)
+    assert stats.failed == 0, stats.errors
+    settle(kafka_a, config, [topic])
+    assert_each_record_once(kafka_a, kafka_b3, topic)

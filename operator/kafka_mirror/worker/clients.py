@@ -161,6 +161,7 @@ class Clients:
         # Nagle's algorithm holds small requests back for the peer's delayed ACK (tens of ms a
         # hop); Kafka's Java clients turn it off too. A cluster's own config may turn it on.
         defaults = {"socket.nagle.disable": True, "client.id": client_id}
+        refresh_ms = int(config.refresh_topics_interval_seconds * 1000)
         source: dict[str, Any] = {**defaults, **config.source.client_config()}
         target: dict[str, Any] = {**defaults, **config.target.client_config()}
         self.target_settings = target
@@ -186,9 +187,7 @@ class Clients:
                 # The workers read what the source's consumers read.
                 "isolation.level": "read_committed",
                 # Notice partitions added on the source as fast as new topics.
-                "topic.metadata.refresh.interval.ms": int(
-                    config.refresh_topics_interval_seconds * 1000
-                ),
+                "topic.metadata.refresh.interval.ms": refresh_ms,
                 "error_cb": on_error("source"),
                 "on_commit": on_commit,
             }
@@ -206,6 +205,8 @@ class Clients:
                     "partition.assignment.strategy": "cooperative-sticky",
                     # Its positions are read stable: never under a transaction still open.
                     "isolation.level": "read_committed",
+                    # Remote partitions added (the source grew) rebalance it as soon.
+                    "topic.metadata.refresh.interval.ms": refresh_ms,
                     "error_cb": on_error("target"),
                 }
             )
