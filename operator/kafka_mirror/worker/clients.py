@@ -37,7 +37,9 @@ ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Client
 # the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 CLOSE_FLUSH_SECONDS = 5.0  # for checkpoints still on their way when the worker stops
-TRANSACTIONS_INIT_SECONDS = 60.0
+# Fencing the id's former producer; the exactly-once loop retries a failure, and must go round
+# within its liveness watchdog's minute.
+TRANSACTIONS_INIT_SECONDS = 20.0
 
 MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "enable.idempotence": True,
@@ -253,8 +255,8 @@ class Clients:
     def _new_producer(self) -> Producer:
         producer = Producer(self._with_error_callback(self.producer_settings))
         if "transactional.id" in self.producer_settings:
-            # A target that does not answer in time raises: at start the process exits, and
-            # its pod's restart tries again.
+            # A target that does not answer in time raises (the current producer stays): at
+            # start the process exits, and its pod's restart tries again.
             producer.init_transactions(TRANSACTIONS_INIT_SECONDS)
             producer.begin_transaction()
         return producer

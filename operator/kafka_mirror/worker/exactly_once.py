@@ -20,15 +20,16 @@ and again). Offset syncs wait for the transaction of the copies they name
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from kafka_mirror.kafka.formats import OffsetSync
 from kafka_mirror.worker.clients import Clients, ClientsFactory
 from kafka_mirror.worker.flows import commit_offsets
 from kafka_mirror.worker.metrics import WorkerMetrics
-from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
+from kafka_mirror.worker.mirror import MirrorWorker
 from kafka_mirror.worker.permanent import permanent_refusal
 from kafka_mirror.worker.resume_points import assign_at_resume_points
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
@@ -36,10 +37,40 @@ from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 log = logging.getLogger(__name__)
 
 COMMIT_SECONDS = 10.0  # for a transaction's commit or abort, its copies all acknowledged
+STUCK_MARGIN_SECONDS = 5.0  # past the timeout given to librdkafka
 DRAIN_WAIT_SECONDS = 0.05  # serving reports while a transaction due waits for its copies
 POSITIONS_SECONDS = 30.0  # reading the committed positions at assignment
 
 Key = tuple[str, int]
+
+
+class OffsetsStuck(RuntimeError):
+    """`send_offsets_to_transaction` did not return in time."""
+
+
+def send_offsets(
+    producer: Producer, positions: list[TopicPartition], group: object, timeout: float
+) -> None:
+    """`send_offsets_to_transaction`, given up on after its timeout: librdkafka (2.16) can wait
+    forever for a group coordinator it believes down, ignoring the timeout (librdkafka#5456),
+    when the target goes away at that moment. The producer is then replaced (its thread left
+    waiting), so that the worker goes on and its liveness probe stays true."""
+    done: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            producer.send_offsets_to_transaction(positions, group, timeout)
+            done.append(None)
+        except BaseException as error:  # handed to the loop's thread
+            done.append(error)
+
+    thread = threading.Thread(target=call, name="send-offsets", daemon=True)
+    thread.start()
+    thread.join(timeout + STUCK_MARGIN_SECONDS)
+    if not done:
+        raise OffsetsStuck(f"send_offsets_to_transaction did not return in {timeout:.0f}s")
+    if done[0] is not None:
+        raise done[0]
 
 
 def renamed(point: TopicPartition, topic: str) -> TopicPartition:
@@ -86,15 +117,25 @@ class ExactlyOnceWorker(MirrorWorker):
         self.positions: dict[Key, int] = {}
         # A commit is due: nothing more is consumed until the copies are acknowledged.
         self.commit_due = False
+        self.target_lost = False  # unreachable after it had answered
+        self.target_back = False  # reachable again since
         self.remotes: dict[str, str] = {}  # remote topic → source topic
 
     # --- the loop -------------------------------------------------------------------------
+
+    def _set_reachable(self, cluster: str, up: bool) -> None:
+        if cluster == "target":
+            if not up and self.reachable["target"]:
+                self.target_lost = True
+            elif up and self.target_lost:
+                self.target_lost, self.target_back = False, True
+        super()._set_reachable(cluster, up)
 
     def _next_batch(self) -> list[Message]:
         """Nothing while a commit is due: a transaction holds at most one interval's copies
         (and the producer's queue), so it commits within `transaction.timeout.ms` even when
         the target is slow."""
-        if self.commit_due:
+        if self.commit_due or self.producer_failure is not None:
             return []
         return super()._next_batch()
 
@@ -104,25 +145,38 @@ class ExactlyOnceWorker(MirrorWorker):
             producer.poll(DRAIN_WAIT_SECONDS if self.commit_due else timeout)
         except (KafkaException, SystemError) as error:
             self.producer_failure = str(error)
+        if self.target_back:
+            # After an outage librdkafka (2.16) can wait forever in send_offsets_to_transaction
+            # for a group coordinator it still thinks is down (librdkafka#5456): a new producer
+            # asks afresh.
+            self.target_back = False
+            self.producer_failure = "the target is back after an outage"
         if self.partitions.refused:
             self._abort("the target refused a record")
-        elif self.commit_due and len(producer) == 0 and self.producer_failure is None:
+        elif self.commit_due and self._may_commit():
             self._commit_transaction(COMMIT_SECONDS)
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.poll(0)
         # Serves the group's rebalance callbacks (it fetches nothing).
         self.members.poll(0)
 
+    def _may_commit(self) -> bool:
+        """Every copy acknowledged, and the target not known to be away (it is marked back
+        once a refresh lists its topics, and the producer replaced first)."""
+        producer_ok = self.producer_failure is None and not self.target_back
+        return producer_ok and self.reachable["target"] and len(self.clients.producer) == 0
+
     def _replace_producer(self, reason: str) -> None:
         """A failed transactional producer (fenced, or its transaction timed out): a new one
         fences it for good, and everything uncommitted is copied again."""
         log.warning("replacing the transactional producer: %s", reason)
-        self.metrics.errors.labels("producer replaced").inc()
-        self.producer_failure = None
         try:
             old = self.clients.renew_producer()
         except KafkaException as error:
-            raise WorkerFailed(f"cannot start a new transactional producer: {error}") from error
+            log.warning("cannot start a new transactional producer yet (will retry): %s", error)
+            return
+        self.metrics.errors.labels("producer replaced").inc()
+        self.producer_failure = None
         old.purge()
         self._rewind_all(reason)
         self.delivery_watch.progress = None
@@ -161,10 +215,11 @@ class ExactlyOnceWorker(MirrorWorker):
         positions = [renamed(tp, remotes[(tp.topic, tp.partition)]) for tp in source]
         try:
             if positions:
-                producer.send_offsets_to_transaction(
-                    positions, self.members.consumer_group_metadata(), timeout
-                )
+                send_offsets(producer, positions, self.members.consumer_group_metadata(), timeout)
             producer.commit_transaction(timeout)
+        except OffsetsStuck as stuck:
+            self.producer_failure = str(stuck)
+            return False
         except KafkaException as error:
             failure = error.args[0]
             if failure.fatal():
