@@ -17,13 +17,18 @@ was removed from the group: the case the coordinator's check exists for.
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
+from typing import cast
 
+import pytest
+from confluent_kafka import Producer
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kafka_mirror.kafka.formats import OffsetSync
-from kafka_mirror.worker.exactly_once import HeldSyncWriter
+from kafka_mirror.worker.exactly_once import HeldSyncWriter, OffsetsStuck, send_offsets
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 PARTITIONS = 3
@@ -186,3 +191,22 @@ def test_offset_syncs_wait_for_the_transaction_of_their_copies() -> None:
     writer.committed()
     assert [s.upstream_offset for s in writer.pending] == [12]
     assert [s.upstream_offset for s in writer.delayed.values()] == [13]
+
+
+class HangingProducer:
+    """librdkafka's send_offsets_to_transaction ignoring its timeout (librdkafka#5456)."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def send_offsets_to_transaction(self, *args: object) -> None:
+        self.released.wait(30)
+
+
+def test_offsets_that_never_return_are_given_up_on_after_their_timeout() -> None:
+    producer = HangingProducer()
+    started = time.monotonic()
+    with pytest.raises(OffsetsStuck, match="did not return in 0s"):
+        send_offsets(cast(Producer, producer), [], object(), 0.0)
+    producer.released.set()
+    assert time.monotonic() - started < 20
