@@ -75,6 +75,16 @@ class Case:
         )
 
 
+def target_down(target: LocalKafka, worker: WorkerProcess, seconds: float) -> None:
+    """Stop the target for `seconds`, the worker checked alive and healthy throughout."""
+    target.stop()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        assert worker.get("/healthz") is not None and worker.running(), "the worker died"
+    target.start()
+
+
 def mirror_topic(
     source: LocalKafka,
     target: LocalKafka,

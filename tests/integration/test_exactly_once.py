@@ -23,7 +23,7 @@ from tests.helpers.audit import mirror_everything
 from tests.helpers.content import check_content, open_transactions
 from tests.helpers.faults import audited, settle
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
-from tests.helpers.matrix import traffic
+from tests.helpers.matrix import target_down, traffic
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
     StartWorker,
@@ -226,12 +226,7 @@ def test_the_target_down_for_three_minutes_at_10000_records_a_second(
         stack.kafka_a, topic, tmp_path, "traffic", rate=rate, count=rate * (down + 20)
     )
     wait_for(lambda: committed(stack.kafka_a, config), 60, "the first transaction")
-    stack.kafka_b.stop()
-    deadline = time.monotonic() + down
-    while time.monotonic() < deadline:
-        time.sleep(5)
-        assert worker.get("/healthz") is not None and worker.running(), "the worker died"
-    stack.kafka_b.start()
+    target_down(stack.kafka_b, worker, down)
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
     settle(stack.kafka_a, config, [topic])

@@ -33,7 +33,7 @@ from tests.helpers.faults import (
     settle,
 )
 from tests.helpers.kafka import admin_for, client_quota, create_topics, end_offsets, unique
-from tests.helpers.matrix import RATE, Case, mirror_topic, traffic
+from tests.helpers.matrix import RATE, Case, mirror_topic, target_down, traffic
 from tests.helpers.stack import MirrorStack
 from tests.helpers.traffic import NEAR_LIMIT_VALUE_SIZE
 from tests.helpers.worker import (
@@ -245,15 +245,9 @@ def test_the_target_down_for_three_minutes_at_20000_records_a_second(
     )
     time.sleep(8)
 
-    def outage() -> None:
-        stack.kafka_b.stop()
-        deadline = time.monotonic() + down
-        while time.monotonic() < deadline:
-            time.sleep(5)
-            assert worker.get("/healthz") is not None and worker.running(), "the worker died"
-        stack.kafka_b.start()
-
-    bound = resend_bound(stack.kafka_a, case.group, [topic], outage)
+    bound = resend_bound(
+        stack.kafka_a, case.group, [topic], lambda: target_down(stack.kafka_b, worker, down)
+    )
     fault = f"target down for {down} s at {rate:,} records/s"
     case.finish(outcomes, fault, stack.spark, time.monotonic(), generator, bound)
 

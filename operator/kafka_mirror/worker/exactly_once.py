@@ -31,7 +31,6 @@ from kafka_mirror.worker.flows import commit_offsets
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.mirror import MirrorWorker
 from kafka_mirror.worker.permanent import permanent_refusal
-from kafka_mirror.worker.resume_points import assign_at_resume_points
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
 
 log = logging.getLogger(__name__)
@@ -304,18 +303,10 @@ class ExactlyOnceWorker(MirrorWorker):
             self._fail(f"cannot read the committed positions: {error}")
             return
         positions = self._source(committed)
-        self.losses.restore(positions)
         self.positions.update(
             {(tp.topic, tp.partition): tp.offset for tp in positions if tp.offset >= 0}
         )
-        assign_at_resume_points(
-            self.clients.consumer,
-            positions,
-            self.clients.target_settings,
-            self.config.source.alias,
-            self.topics.plan.mirrored,
-            self.topics.source_ids,
-        )
+        self._assign_at(positions)
 
     def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Commit what was copied of every partition, then hand these over."""

@@ -349,6 +349,11 @@ class MirrorWorker:
         except KafkaException as error:
             log.warning("cannot read the committed offsets at assignment: %s", error)
             return  # the consumer reads them itself; the losses counted before are not known
+        self._assign_at(committed)
+
+    def _assign_at(self, committed: list[TopicPartition]) -> None:
+        """Assign the source partitions at their commits (or after their last copies), with
+        the losses their commits counted."""
         self.losses.restore(committed)
         assign_at_resume_points(
             self.clients.consumer,
