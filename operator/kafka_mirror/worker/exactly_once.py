@@ -23,7 +23,14 @@ import logging
 import threading
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from kafka_mirror.kafka.formats import OffsetSync
 from kafka_mirror.worker.clients import Clients, ClientsFactory
@@ -164,6 +171,12 @@ class ExactlyOnceWorker(MirrorWorker):
         once a refresh lists its topics, and the producer replaced first)."""
         producer_ok = self.producer_failure is None and not self.target_back
         return producer_ok and self.reachable["target"] and len(self.clients.producer) == 0
+
+    def _consume_event(self, message: Message, error: KafkaError) -> None:
+        """A partition released by hand can still have an event queued: not ours any more."""
+        owned = {(tp.topic, tp.partition) for tp in self.clients.consumer.assignment()}
+        if (message.topic(), message.partition()) in owned:
+            super()._consume_event(message, error)
 
     def _replace_producer(self, reason: str) -> None:
         """A failed transactional producer (fenced, or its transaction timed out): a new one

@@ -169,7 +169,12 @@ def create_or_grow(
         )
     if to_grow:
         log.info("growing remote topics: %s", ", ".join(p.topic for p in to_grow))
-        failed += _wait(target.create_partitions(to_grow), "adding partitions to")
+        # Another worker may have grown it first ("already has N partitions").
+        failed += _wait(
+            target.create_partitions(to_grow),
+            "adding partitions to",
+            tolerate=(KafkaError.INVALID_PARTITIONS,),
+        )
     return failed
 
 
