@@ -1,7 +1,9 @@
 """Exactly once (`delivery: exactlyOnce`), tried where it is hardest: workers killed every few
-seconds under load, a worker paused past its session while its partitions move, and source
-transactions both committed and aborted. Each ends with the independent content check, read
-with `isolation.level=read_committed` straight from Kafka: 0 missing, 0 duplicates."""
+seconds under load, a worker paused past its session while its partitions move, source
+transactions both committed and aborted, the target down longer than the transaction timeout,
+partitions added under load, a leader change on the target. Each ends with the independent
+content check, read with `isolation.level=read_committed` straight from Kafka (0 missing,
+0 duplicates), the long ones with the audit too (which fails a duplicate in this mode)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
+from pyspark.sql import SparkSession
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
@@ -210,6 +213,7 @@ def test_the_audit_fails_a_duplicate_and_never_counts_an_aborted_copy(
     assert "1 duplicates (exactly-once delivery allows none)" in report.summary().message
 
 
+@pytest.mark.spark
 @pytest.mark.timeout(1800)  # minutes of waiting by design; slower on a busy machine
 def test_the_target_down_for_three_minutes_at_5000_records_a_second(
     stack: MirrorStack, tmp_path: Path
@@ -229,8 +233,9 @@ def test_the_target_down_for_three_minutes_at_5000_records_a_second(
     target_down(stack.kafka_b, worker, down)
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
-    settle(stack.kafka_a, config, [topic])
+    total = settle(stack.kafka_a, config, [topic])
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+    assert audited(config, stack.spark, total).duplicates == 0
 
 
 def test_partitions_added_twice_to_a_busy_topic(stack: MirrorStack, tmp_path: Path) -> None:
@@ -261,8 +266,13 @@ def test_partitions_added_twice_to_a_busy_topic(stack: MirrorStack, tmp_path: Pa
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
 
 
+@pytest.mark.spark
 def test_a_leader_change_on_a_three_broker_target(
-    kafka_a: LocalKafka, kafka_b3: LocalKafka, start_worker: StartWorker, tmp_path: Path
+    kafka_a: LocalKafka,
+    kafka_b3: LocalKafka,
+    start_worker: StartWorker,
+    spark: SparkSession,
+    tmp_path: Path,
 ) -> None:
     """A broker of the target stopped and started again while records stream: its partitions'
     leaders move (the transaction coordinator's too, when it led its partition)."""
@@ -282,5 +292,6 @@ def test_a_leader_change_on_a_three_broker_target(
     kafka_b3.start_broker(2)
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
-    settle(kafka_a, config, [topic])
+    total = settle(kafka_a, config, [topic])
     assert_each_record_once(kafka_a, kafka_b3, topic)
+    assert audited(config, spark, total).duplicates == 0
