@@ -80,8 +80,8 @@ MIRROR_CONSUMER_TUNING: dict[str, Any] = {
 }
 
 
-# Exactly once: a transaction due waits for its copies, at most the queue's bytes, which a
-# target throttled to 1 MiB/s still takes within the transaction timeout.
+# Exactly once: a transaction due waits for its copies, at most the queue's 16 MiB, which a
+# target throttled to 0.3 MiB/s still takes within the transaction timeout (60 s).
 TRANSACTIONAL_TUNING: dict[str, Any] = {
     "queue.buffering.max.kbytes": 16 * 1024,
     "transaction.timeout.ms": 60_000,
