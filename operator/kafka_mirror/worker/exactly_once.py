@@ -338,7 +338,10 @@ class ExactlyOnceWorker(MirrorWorker):
         """Stop copying these; what they copied since the last commit must then be aborted
         (`_on_lost` does, the others committed first)."""
         keys = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
-        self.clients.consumer.incremental_unassign(keys)
+        assigned = {(tp.topic, tp.partition) for tp in self.clients.consumer.assignment()}
+        held = [tp for tp in keys if (tp.topic, tp.partition) in assigned]
+        if held:  # librdkafka refuses to unassign what is not assigned
+            self.clients.consumer.incremental_unassign(held)
         self.partitions.forget(keys)
         self.losses.forget(keys)
         for tp in keys:
