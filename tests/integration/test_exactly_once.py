@@ -16,17 +16,29 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import NewPartitions
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    NewPartitions,
+    ResourcePatternType,
+    ResourceType,
+)
+from kubernetes import client
 from pyspark.sql import SparkSession
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
+from kafka_mirror.kube import apply
 from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.audit import mirror_everything
 from tests.helpers.content import check_content, open_transactions
 from tests.helpers.faults import audited, settle
 from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
 from tests.helpers.matrix import target_down, traffic
+from tests.helpers.objects import condition, get_custom, mirror
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
     StartWorker,
@@ -295,3 +307,44 @@ def test_a_leader_change_on_a_three_broker_target(
     total = settle(kafka_a, config, [topic])
     assert_each_record_once(kafka_a, kafka_b3, topic)
     assert audited(config, spark, total).duplicates == 0
+
+
+@pytest.mark.kube
+def test_a_target_that_refuses_the_transactions_keeps_the_mirror_not_ready_with_the_reason(
+    kube_api: client.ApiClient,
+    namespace: str,
+    kafka_a: LocalKafka,
+    kafka_b_acl: LocalKafka,
+    operator: OperatorProcess,
+) -> None:
+    """An ACL on the target denies the mirror's transactional ids: the mirror is Ready=False
+    (and Stalled) with a reason and the prefix to allow; once the ACL goes, it is not."""
+    prefix = f"kafka-mirror.{namespace}.eos."
+    acl = (ResourceType.TRANSACTIONAL_ID, prefix, ResourcePatternType.PREFIXED, "User:*", "*")
+    denied = AclBinding(*acl, AclOperation.WRITE, AclPermissionType.DENY)
+    admin = admin_for(kafka_b_acl.bootstrap_servers)
+    admin.create_acls([denied])[denied].result(10)
+    source = {"bootstrapServers": kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": kafka_b_acl.bootstrap_servers}
+    apply(kube_api, mirror("eos", namespace, source, target, delivery="exactlyOnce"))
+
+    def conditions() -> dict[str, dict[str, Any]]:
+        found = get_custom(kube_api, namespace, "kafkamirrors", "eos")
+        return {kind: condition(found, kind) for kind in ("Ready", "Stalled")}
+
+    wait_for(
+        lambda: conditions()["Ready"].get("reason") == "TargetTransactionsNotGranted",
+        60,
+        lambda: f"Ready to name the refused transactions: {conditions()}",
+    )
+    refused = conditions()
+    assert refused["Ready"]["status"] == "False" and refused["Stalled"]["status"] == "True"
+    assert f"transactional ids prefixed {prefix}" in refused["Ready"]["message"]
+
+    admin.delete_acls([AclBindingFilter(*acl, AclOperation.ANY, AclPermissionType.ANY)])
+    wait_for(
+        lambda: conditions()["Ready"].get("reason") == "WorkersNotReady",  # no kubelet here
+        60,
+        lambda: f"the refusal to clear once the ACL is gone: {conditions()}",
+    )
+    assert "failed with an exception" not in operator.log()

@@ -688,6 +688,15 @@ def test_kstatus_reads_a_mirror_that_cannot_run_as_failed_and_a_starting_one_as_
     assert kstatus(as_stored(refused)) == "Failed"
     away = status_of(observation(target_problem=Problem("Unreachable", "cannot reach B")))
     assert kstatus(as_stored(away)) == "InProgress"
+    # Exactly once on a target that cannot take its transactions (kafka/client.py).
+    for reason, read in (
+        ("TransactionsNotGranted", "Failed"),
+        ("TransactionsUnsupported", "Failed"),
+        ("TransactionsUnavailable", "InProgress"),  # a coordinator may yet come
+    ):
+        refusing = status_of(observation(target_problem=Problem(reason, "no transactions")))
+        assert ready_of(refusing).reason == f"Target{reason}"
+        assert kstatus(as_stored(refusing)) == read, reason
     fixed = status_of(observation(), unusable)
     assert kstatus(as_stored(fixed)) == "Current"
 

@@ -141,6 +141,10 @@ class WorkerConfig(ApiModel):
         """The workers' own group on the source: never checkpointed."""
         return WORKER_GROUP_PREFIX + self.mirror.replace("/", ".")
 
+    def transactional_id(self, member: str) -> str:
+        """An exactly-once producer's id: one prefix per mirror, which its ACLs name."""
+        return f"{self.consumer_group}.{member}"
+
     def groups_checkpointed(self) -> NameFilter:
         """The source's groups whose offsets are checkpointed: the selection, never a mirror's
         own workers' group (this mirror's or another's)."""

@@ -25,6 +25,7 @@ NEEDS_A_PERSON = (
     "InvalidClientConfig",
     "InvalidPattern",
     "NotGranted",
+    "TransactionsUnsupported",
 )
 AS_ASKED = ("Paused", "Standby", "NoWorkers")  # not ready, because the spec says so
 

@@ -222,6 +222,12 @@ def _observe_kafka(
             problems[role] = Problem("SecretNotFound", str(error))
         except ClusterUnavailable as error:
             problems[role] = Problem(error.reason, str(error))
+    if config.delivery == "exactlyOnce" and "target" in readers_by_role:
+        refusal = readers_by_role["target"].transactions_refusal(
+            config.transactional_id("operator-probe")
+        )
+        if refusal is not None:
+            problems["target"] = Problem(refusal.reason, str(refusal))
     readers.selection_bounds[mirror] = inputs.spec.selection_bound
     if "source" in topics:
         readers.source_topics[mirror] = sorted(topics["source"])

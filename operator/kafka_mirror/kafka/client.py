@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 # One admin request, and the wait for its result. Generous: librdkafka (2.16) can fail an
 # assertion and abort the process when an admin group request times out (librdkafka#4605).
@@ -22,6 +22,12 @@ AUTH_ERRORS = frozenset(
         KafkaError.GROUP_AUTHORIZATION_FAILED,
     }
 )
+
+
+# How long a transactional producer may take to register with the cluster's coordinator (and
+# fence its id's former producer). The exactly-once loop retries a failure, and must go round
+# within its liveness watchdog's minute.
+TRANSACTIONS_INIT_SECONDS = 20.0
 
 
 class ClusterUnavailable(KafkaException):
@@ -48,4 +54,54 @@ def reader(settings: dict[str, Any], group: str, **tuning: Any) -> Consumer:
             "fetch.wait.max.ms": 10,
             **tuning,
         }
+    )
+
+
+def transactions_refusal(
+    settings: dict[str, Any], alias: str, transactional_id: str
+) -> ClusterUnavailable | None:
+    """Why cluster `alias` cannot take transactions under `transactional_id` (as a condition
+    reason and what to do), or None once it registered one: a producer that initialises and
+    writes nothing, which is all a refused ACL, a broker too old or a coordinator that is never
+    available shows on."""
+    producer = Producer({**settings, "transactional.id": transactional_id})
+    try:
+        producer.init_transactions(TRANSACTIONS_INIT_SECONDS)
+    except KafkaException as raised:
+        error: KafkaError = raised.args[0]
+        # close() raises a fatal error again and keeps the handle; the last reference destroys it.
+        del producer
+    else:
+        producer.close()
+        return None
+    return transactions_refused(error, alias, transactional_id.rsplit(".", 1)[0])
+
+
+def transactions_refused(error: KafkaError, alias: str, prefix: str) -> ClusterUnavailable:
+    """What a failed registration of a transactional producer means for the user."""
+    code = error.code()
+    if code in AUTH_ERRORS or code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return ClusterUnavailable(
+            "TransactionsNotGranted",
+            f"cluster {alias} refuses the mirror's transactions ({error.str()}): exactlyOnce "
+            f"needs Write and Describe on the transactional ids prefixed {prefix}. "
+            "(docs/reliability.md lists every ACL it needs)",
+        )
+    if code in (
+        KafkaError._UNSUPPORTED_FEATURE,
+        KafkaError.UNSUPPORTED_VERSION,
+        KafkaError.INVALID_TRANSACTION_TIMEOUT,
+    ):
+        return ClusterUnavailable(
+            "TransactionsUnsupported",
+            f"cluster {alias} cannot run the mirror's transactions ({error.str()}): exactlyOnce "
+            "needs Kafka 2.5 or later with transaction.max.timeout.ms of at least 60000; "
+            "upgrade the cluster or set spec.delivery to atLeastOnce",
+        )
+    return ClusterUnavailable(
+        "TransactionsUnavailable",
+        f"cluster {alias} did not register a transactional producer in "
+        f"{TRANSACTIONS_INIT_SECONDS:.0f} s ({error.str()}): its transaction coordinator is "
+        "not available; a cluster with fewer brokers than transaction.state.log.replication."
+        "factor (3 unless set) or transaction.state.log.min.isr never has one",
     )

@@ -31,7 +31,12 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.kafka.batching import BatchedRead
-from kafka_mirror.kafka.client import AUTH_ERRORS, ClusterUnavailable, reader
+from kafka_mirror.kafka.client import (
+    AUTH_ERRORS,
+    ClusterUnavailable,
+    reader,
+    transactions_refusal,
+)
 from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
 from kafka_mirror.kafka.groups import Position
 from kafka_mirror.worker import remote_topics
@@ -40,6 +45,8 @@ REQUEST_TIMEOUT = 5.0
 RENEW_SECONDS = 10.0  # the least time between two new admin clients of one reader
 # The latency probe reads one record per lagging partition; beyond this many it samples.
 LATENCY_PROBE_PARTITIONS = 100
+# A transactional id the cluster took is probed again after this (an ACL may be taken back).
+TRANSACTIONS_RECHECK_SECONDS = 600.0
 PROBE_MEMORY = 100_000  # (topic, partition, offset) -> timestamp entries kept, oldest dropped
 
 
@@ -109,6 +116,7 @@ class ClusterReader:
             ) from None
         self._consumer: Consumer | None = None
         self._probe_lock = threading.Lock()  # one consumer: one probe at a time
+        self._transactions_taken: dict[str, float] = {}  # transactional id -> when
         self._first_timestamps: OrderedDict[tuple[str, int, int], int] = OrderedDict()
         self._metadata = BatchedRead[str, dict[str, int]](lambda _: {"": self._list_topics()})
         self._ranges = BatchedRead[Position, tuple[int, int] | ClusterUnavailable](
@@ -153,6 +161,17 @@ class ClusterReader:
             for name, topic in metadata.topics.items()
             if topic.error is None
         }
+
+    def transactions_refusal(self, transactional_id: str) -> ClusterUnavailable | None:
+        """Why this cluster cannot take an exactly-once mirror's transactions, or None. A probe
+        that succeeded is remembered for a while; one that failed is tried again next time."""
+        taken = self._transactions_taken.get(transactional_id)
+        if taken is not None and time.monotonic() - taken < TRANSACTIONS_RECHECK_SECONDS:
+            return None
+        refusal = transactions_refusal(self._settings, self.alias, transactional_id)
+        if refusal is None:
+            self._transactions_taken[transactional_id] = time.monotonic()
+        return refusal
 
     def _offsets(
         self, partitions: list[TopicPartition], spec: OffsetSpec

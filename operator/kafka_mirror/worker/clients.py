@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.kafka.client import AUTH_ERRORS, reader
+from kafka_mirror.kafka.client import AUTH_ERRORS, TRANSACTIONS_INIT_SECONDS, reader
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,6 @@ ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Client
 # the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 CLOSE_FLUSH_SECONDS = 5.0  # for checkpoints still on their way when the worker stops
-# Fencing the id's former producer; the exactly-once loop retries a failure, and must go round
-# within its liveness watchdog's minute.
-TRANSACTIONS_INIT_SECONDS = 20.0
 
 MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "enable.idempotence": True,
@@ -198,7 +195,7 @@ class Clients:
         transactional_id = None
         if config.delivery == "exactlyOnce":
             # Unique per process: the group's generation, not the id, fences a former owner.
-            transactional_id = f"{config.consumer_group}.{socket.gethostname()}.{os.getpid()}"
+            transactional_id = config.transactional_id(f"{socket.gethostname()}.{os.getpid()}")
             self.members = Consumer(
                 {
                     **target,
