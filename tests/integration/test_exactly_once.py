@@ -1,9 +1,11 @@
 """Exactly once (`delivery: exactlyOnce`), tried where it is hardest: workers killed every few
 seconds under load, a worker paused past its session while its partitions move, source
 transactions both committed and aborted, the target down longer than the transaction timeout,
-partitions added under load, a leader change on the target. Each ends with the independent
-content check, read with `isolation.level=read_committed` straight from Kafka (0 missing,
-0 duplicates), the long ones with the audit too (which fails a duplicate in this mode)."""
+partitions added under load, a leader change on the target, a pod of three processes one of
+which is killed. Each ends with the independent content check, read with
+`isolation.level=read_committed` straight from Kafka (0 missing, 0 duplicates), the long ones
+with the audit too (which fails a duplicate in this mode). And a target that refuses the
+transactions keeps the mirror not Ready, with the reason, on the real API server."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -102,6 +105,38 @@ def test_workers_killed_every_three_seconds_copy_each_record_once(
     assert kills >= 5
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
     assert audited(config, stack.spark, total).duplicates == 0
+
+
+def test_three_processes_in_one_pod_one_killed_under_load_copy_each_record_once(
+    stack: MirrorStack, tmp_path: Path
+) -> None:
+    """A pod of three mirroring processes (each its own transactional producer and member of
+    the group on the target) while records stream; one process is killed, so the supervisor
+    stops the other two and the pod restarts, as the kubelet would restart it."""
+    topic = unique("eos-pod")
+    create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=6)
+    config = {**exactly_once_config(stack.kafka_a, stack.kafka_b, topic), "processes": 3}
+    pod = stack.start_worker(config, name="pod")
+    generator = traffic(stack.kafka_a, topic, tmp_path, "traffic", rate=10_000, count=200_000)
+    wait_for(lambda: assignments(pod) >= 3, 60, "each of the three processes' partitions")
+    wait_for(lambda: len(committed(stack.kafka_a, config)) == 6, 60, "every partition committed")
+    assert pod.process is not None
+    mirroring = [  # the supervisor's spawned processes, not multiprocessing's resource tracker
+        child
+        for child in psutil.Process(pod.process.pid).children()
+        if "spawn_main" in " ".join(child.cmdline())
+    ]
+    assert len(mirroring) == 3, mirroring
+    mirroring[0].kill()
+    wait_for(lambda: not pod.running(), 60, "the supervisor to end with its process")
+    assert "mirroring processes ended: exit codes [-9, " in pod.log()
+    pod.start()
+    stats = generator.finish(timeout=600)
+    assert stats.failed == 0, stats.errors
+    settle(stack.kafka_a, config, [topic])
+    assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
+    assert pod.stop() == 0
+    assert "mirroring processes ended: exit codes [0, 0, 0]" in pod.log()
 
 
 def committed(source: LocalKafka, config: dict[str, Any]) -> dict[int, int]:
