@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 import yaml
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.api.worker_config import WorkerConfig
@@ -128,8 +128,11 @@ def preload(cluster: LocalKafka, topic: str, records: int, size: int, partitions
     return perf_rate(produce_perf(cluster, topic, records, size))
 
 
-def end_offsets(admin: AdminClient, partitions: Iterable[tuple[str, int]]) -> int:
-    """The sum of the partitions' end offsets (0 for partitions that do not exist yet)."""
+def end_offsets(
+    admin: AdminClient, partitions: Iterable[tuple[str, int]], committed: bool = False
+) -> int:
+    """The sum of the partitions' end offsets (0 for partitions that do not exist yet); with
+    `committed`, where a `read_committed` reader stops (before any open transaction)."""
     # A fresh metadata read: the admin client's cache would not learn of new topics for minutes.
     existing = admin.list_topics(timeout=10).topics
     request = {
@@ -140,7 +143,9 @@ def end_offsets(admin: AdminClient, partitions: Iterable[tuple[str, int]]) -> in
     if not request:
         return 0
     total = 0
-    for future in admin.list_offsets(request, request_timeout=10).values():
+    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    answers = admin.list_offsets(request, isolation_level=isolation, request_timeout=10)
+    for future in answers.values():
         with suppress(KafkaException):  # a partition just created may have no leader yet
             total += future.result().offset
     return total

@@ -77,16 +77,20 @@ from common import (
 )
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from vs_mm2_report import MM2, OURS, SOURCE, plot, summarize, table
+from vs_mm2_report import BEST_EOS, MM2, OURS, SOURCE, exactly_once, plot, summarize, table
 
 from kafka_mirror.worker.linger import CAUGHT_UP_LINGER_MS, DRAINING_LINGER_MS
 from kafka_mirror_dev.builds import kafka_libs
 from kafka_mirror_dev.kafka import LocalKafka, java_command
+from kafka_mirror_dev.processes import free_port
 
 TOPICS, PARTITIONS = 8, 8
 LATENCY_WARMUP_SECONDS = 10
 MEASURED_CPU = "0"  # the CPU both mirrors are pinned to in the equal-CPU mode
 BEST, EQUAL_CPU = "best against best", "equal CPU"
+# How often a drain read as committed must stay put to count as done (exactly once: each
+# transaction's markers move the end too, so the record count alone does not say when).
+SETTLED_SECONDS = 2.0
 
 # MirrorMaker 2's launch script (connect-mirror-maker.sh via kafka-run-class.sh) runs it with these.
 MM2_JVM = ("-Xms256M", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35")
@@ -107,6 +111,7 @@ class Setting:
 
     parallelism: int
     cpus: str | None = None
+    exactly_once: bool = False  # ours `delivery: exactlyOnce`, MM2's exactly.once.source.support
 
     def prefix(self) -> list[str]:
         return ["taskset", "-c", self.cpus] if self.cpus else []
@@ -115,7 +120,11 @@ class Setting:
         one, more = ("process", "processes") if mirror == OURS else ("task", "tasks")
         unit = one if self.parallelism == 1 else more
         where = f", pinned to CPU {self.cpus}" if self.cpus else ""
-        return f"{self.parallelism} {unit}{where}"
+        return f"{self.parallelism} {unit}{where}{', exactly once' if self.exactly_once else ''}"
+
+    def label(self, mirror: str) -> str:
+        """The mirror's name in a latency run's figures."""
+        return exactly_once(mirror) if self.exactly_once else mirror
 
 
 class Mirror:
@@ -159,6 +168,8 @@ class OurWorker(Mirror):
         # MirrorMaker 2's naming, so both write the same remote topics.
         config["topicNaming"] = {"policy": "prefix"}
         config["processes"] = setting.parallelism
+        if setting.exactly_once:
+            config["delivery"] = "exactlyOnce"  # a transaction each second (commitInterval)
         self.processes.append(
             start_worker(config, self.workdir, f"{alias}-worker", prefix=setting.prefix())
         )
@@ -200,6 +211,13 @@ class MirrorMaker2(Mirror):
             },
             "replication.factor": "1",
         }
+        if setting.exactly_once:  # KIP-618, as Kafka's geo-replication docs set it up
+            settings |= {
+                "B.exactly.once.source.support": "enabled",
+                "dedicated.mode.enable.internal.rest": "true",
+                "listeners": f"http://127.0.0.1:{free_port()}",
+                f"{alias}.consumer.isolation.level": "read_committed",
+            }
         properties = self.workdir / f"{alias}-mm2.properties"
         properties.write_text("".join(f"{k} = {v}\n" for k, v in settings.items()))
         log4j = self.workdir / "mm2-log4j2.properties"
@@ -241,6 +259,7 @@ class Drain:
 class Latency:
     mirror: str
     rate: int
+    setting: str  # how the mirror ran (`Setting.describe`), or how the source was read
     samples: list[float] = field(default_factory=list)  # ms from produce to arrival
     produced_s: list[float] = field(default_factory=list)  # each sample's, s after the warm-up
     first_record_s: float = 0.0  # from the producer's start to the first record's arrival
@@ -273,36 +292,49 @@ class Bench:
         try:
             started, first = time.monotonic(), None
             mirrored, cpu_at_first, mirrored_at_first = 0, 0.0, 0
-            while mirrored < records:
+            last = (started, 0.0, 0)  # when the end last moved, the CPU then, where it was
+            while not self._done(mirrored, records, last, setting.exactly_once):
                 time.sleep(0.25)
                 mirror.check_alive()
-                mirrored = end_offsets(self.target_admin, remote)
+                mirrored = end_offsets(self.target_admin, remote, setting.exactly_once)
                 if mirrored and first is None:
                     first, cpu_at_first = time.monotonic(), mirror.cpu_seconds()
                     mirrored_at_first = mirrored  # before the clock started: not counted
+                if mirrored != last[2]:
+                    last = (time.monotonic(), mirror.cpu_seconds(), mirrored)
                 if time.monotonic() - started > 600:
                     raise SystemExit(f"{mirror.name} mirrored {mirrored:,} in 10 minutes")
-            seconds = time.monotonic() - (first or started)
+            ended, cpu_at_end, _ = last
             result = Drain(
                 mirror.name,
                 mode,
                 setting,
                 size,
                 records - mirrored_at_first,
-                seconds,
-                mirror.cpu_seconds() - cpu_at_first,
+                ended - (first or started),
+                cpu_at_end - cpu_at_first,
                 mirror.peak_rss_bytes(),
             )
         finally:
             mirror.stop()
         self.delete_remote_topics(alias)
         print(
-            f" {result.rate:,.0f} records/s, {result.megabytes / seconds:.1f} MB/s, "
+            f" {result.rate:,.0f} records/s, {result.megabytes / result.seconds:.1f} MB/s, "
             f"{result.cpu_seconds / result.megabytes * 1000:.1f} CPU ms/MB, "
             f"{result.peak_rss_bytes / 2**20:.0f} MiB peak",
             flush=True,
         )
         return result
+
+    @staticmethod
+    def _done(
+        mirrored: int, records: int, last: tuple[float, float, int], exactly_once: bool
+    ) -> bool:
+        """Every record mirrored; exactly once, also no transaction committed for a while
+        (the end counts their markers as well as the records)."""
+        if mirrored < records:
+            return False
+        return not exactly_once or time.monotonic() - last[0] >= SETTLED_SECONDS
 
     def latency(self, mirror: Mirror, setting: Setting, rate: int, seconds: int) -> list[Latency]:
         """One run at a steady rate: the mirror's records and, from a consumer straight on A,
@@ -311,7 +343,8 @@ class Bench:
         topic = f"steady-{alias}"
         create_topic(self.a, topic, PARTITIONS)
         remote = f"{alias}.{topic}"
-        print(f"  {mirror.name} ({alias}), {rate:,} records/s for {seconds}s:", end="", flush=True)
+        name = setting.label(mirror.name)
+        print(f"  {name} ({alias}), {rate:,} records/s for {seconds}s:", end="", flush=True)
         mirror.start(alias, topic, setting, draining=False)
         consumers = [
             Consumer(
@@ -319,12 +352,17 @@ class Bench:
                     "bootstrap.servers": cluster.bootstrap_servers,
                     "group.id": f"bench-latency-{alias}",
                     "fetch.wait.max.ms": 10,
+                    # Exactly once, a record arrives when its transaction commits.
+                    "isolation.level": "read_committed",
                 }
             )
             for cluster in (self.a, self.b)
         ]
-        names = {topic: SOURCE, remote: mirror.name}
-        results = {name: Latency(name, rate) for name in names.values()}
+        names = {topic: SOURCE, remote: name}
+        results = {
+            SOURCE: Latency(SOURCE, rate, "a consumer on A"),
+            name: Latency(name, rate, setting.describe(mirror.name)),
+        }
         try:
             self.wait_for_topic(mirror, remote)
             for consumer, name in zip(consumers, names, strict=True):
@@ -351,13 +389,13 @@ class Bench:
             for consumer in consumers:
                 consumer.close()
             mirror.stop()
-        delivered = len(arrivals[mirror.name])
+        delivered = len(arrivals[name])
         if delivered < produced:
-            raise SystemExit(f"{mirror.name} delivered {delivered:,} of {produced:,} records")
+            raise SystemExit(f"{name} delivered {delivered:,} of {produced:,} records")
         # A steady rate: records count from LATENCY_WARMUP_SECONDS after the mirror delivered
         # its first, so that neither mirror's start-up (our processes' group join, MirrorMaker
         # 2's JVM warming up) nor the backlog it found falls in the window.
-        first_ms = min(arrived for _, arrived in arrivals[mirror.name])
+        first_ms = min(arrived for _, arrived in arrivals[name])
         steady_ms = first_ms + LATENCY_WARMUP_SECONDS * 1000
         for name, pairs in arrivals.items():
             result = results[name]
@@ -496,6 +534,12 @@ def main() -> None:
         default=[2000, 5000],
         help="the latency phase's steady rates, records/s",
     )
+    parser.add_argument(
+        "--exactly-once-rates",
+        type=lambda text: [int(n) for n in text.split(",") if n],
+        default=[5000],
+        help="the steady rates at which both mirrors' exactly-once latency is measured too",
+    )
     parser.add_argument("--latency-seconds", type=int, default=45)
     parser.add_argument("--latency-runs", type=int, default=5)
     parser.add_argument("--output", type=Path, default=RESULTS / "vs_mirrormaker.json")
@@ -532,41 +576,51 @@ def main() -> None:
             if args.ceiling_only:
                 return
             drains: list[Drain] = []
+            # Each mirror's fastest parallelism per size and delivery, by its label.
             best: dict[tuple[str, int], Setting] = {}
             for size in args.sizes:
-                print(f"best parallelism at {size} B, of {args.candidates}…", flush=True)
-                for mirror in mirrors:
-                    tried = [
-                        bench.drain(mirror, size, args.records[size], Setting(n), "search")
-                        for n in args.candidates
-                    ]
-                    drains += tried
-                    best[(mirror.name, size)] = max(tried, key=lambda d: d.rate).setting
-                for mode in (BEST, EQUAL_CPU):
+                for eos in (False, True):
+                    search = f"search{', exactly once' if eos else ''}"
+                    print(f"best parallelism at {size} B, {search}…", flush=True)
+                    for mirror in mirrors:
+                        tried = [
+                            bench.drain(
+                                mirror, size, args.records[size], Setting(n, None, eos), search
+                            )
+                            for n in args.candidates
+                        ]
+                        drains += tried
+                        fastest = max(tried, key=lambda d: d.rate).setting
+                        best[(fastest.label(mirror.name), size)] = fastest
+                for mode in (BEST, EQUAL_CPU, BEST_EOS):
                     print(f"draining {size} B, {mode}, {args.rounds} rounds…", flush=True)
                     for round_ in range(args.rounds):
                         for mirror in mirrors if round_ % 2 == 0 else mirrors[::-1]:
-                            setting = (
-                                best[(mirror.name, size)]
-                                if mode == BEST
-                                else Setting(1, MEASURED_CPU)
-                            )
+                            setting = {
+                                BEST: best[(mirror.name, size)],
+                                EQUAL_CPU: Setting(1, MEASURED_CPU),
+                                BEST_EOS: best[(exactly_once(mirror.name), size)],
+                            }[mode]
                             drains.append(
                                 bench.drain(mirror, size, args.records[size], setting, mode)
                             )
             os.sync()  # the drains' gigabytes written out now, not during the first latency run
             latencies = []
-            for rate in args.rates:
-                print(f"latency at a steady {rate:,} records/s of 1 KB…", flush=True)
+            steady = [(rate, False) for rate in args.rates]
+            steady += [(rate, True) for rate in args.exactly_once_rates]
+            for rate, eos in steady:
+                how = ", exactly once" if eos else ""
+                print(f"latency at a steady {rate:,} records/s of 1 KB{how}…", flush=True)
                 for run in range(args.latency_runs):
                     for m in mirrors if run % 2 == 0 else mirrors[::-1]:
+                        label = exactly_once(m.name) if eos else m.name
                         latencies += bench.latency(
-                            m, best[(m.name, 1024)], rate, args.latency_seconds
+                            m, best[(label, 1024)], rate, args.latency_seconds
                         )
         finally:
             for mirror in mirrors:
                 mirror.stop()
-    summary = summarize(drains, latencies, ceilings, best, args)
+    summary = summarize(drains, latencies, ceilings, args)
     summary["table"] = table(summary)
     write_summary(summary, args.output)
     print(summary["table"])
