@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kafka_mirror_dev.apiserver import KubeApiServer
-from kafka_mirror_dev.builds import REPO_ROOT
+from kafka_mirror_dev.builds import REPO_ROOT, keda_scaledobject_crd
 from kafka_mirror_dev.manifests import INSTALL_MANIFEST, render_install_manifest
 from tests.helpers.kubectl import kubectl as run_kubectl
 
@@ -64,7 +64,9 @@ def test_every_example_is_accepted_by_the_api_server(
     kubectl: Path, bare_apiserver: KubeApiServer, example: Path
 ) -> None:
     kubeconfig = bare_apiserver.kubeconfig
-    run_kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
+    # KEDA's own ScaledObject CRD, for the example that scales a mirror with KEDA.
+    for crds in (REPO_ROOT / "crds", keda_scaledobject_crd()):
+        run_kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(crds))
     run_kubectl(kubectl, kubeconfig, "wait", "--for=condition=Established", "crd", "--all")
     run_kubectl(
         kubectl, kubeconfig, "apply", "-n", "default", "--dry-run=server", "-f", str(example)

@@ -210,26 +210,41 @@ ACTIONLINT = GoTool("actionlint", "github.com/rhysd/actionlint/cmd/actionlint")
 
 
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator"
+KEDA = "github.com/kedacore/keda/v2"
 
 
-def prometheus_operator_crds() -> Path:
-    """The Prometheus Operator's CRD files (ServiceMonitor, PrometheusRule, ...) of the release
-    `dev/go/prometheus-operator-crds` pins, from the Go module proxy (checked against its go.sum;
-    a download, no build)."""
+def pinned_module(pins: str, module: str) -> Path:
+    """The files of `module` at the version `dev/go/<pins>` pins, from the Go module proxy
+    (checked against its go.sum; a download, no build)."""
     go = require("go")
-    module_dir = DEV_DIR / "go" / "prometheus-operator-crds"
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
     found = subprocess.run(
-        [go, "mod", "download", "-json", PROMETHEUS_OPERATOR],
-        cwd=module_dir,
+        [go, "mod", "download", "-json", module],
+        cwd=DEV_DIR / "go" / pins,
         env=env,
         capture_output=True,
         text=True,
     )
     info = json.loads(found.stdout or "{}")
     if found.returncode != 0 or "Dir" not in info:
-        raise RuntimeError(f"could not download {PROMETHEUS_OPERATOR}: {info.get('Error')}")
-    return Path(info["Dir"]) / "example" / "prometheus-operator-crd"
+        raise RuntimeError(f"could not download {module}: {info.get('Error')}")
+    return Path(info["Dir"])
+
+
+def prometheus_operator_crds() -> Path:
+    """The Prometheus Operator's CRD files (ServiceMonitor, PrometheusRule, ...)."""
+    return (
+        pinned_module("prometheus-operator-crds", PROMETHEUS_OPERATOR)
+        / "example"
+        / ("prometheus-operator-crd")
+    )
+
+
+def keda_scaledobject_crd() -> Path:
+    """KEDA's ScaledObject CRD."""
+    return (
+        pinned_module("keda-crds", KEDA) / "config" / "crd" / "bases" / "keda.sh_scaledobjects.yaml"
+    )
 
 
 def maven_libs(name: str, what: str) -> Path:
@@ -297,3 +312,4 @@ def ensure_all() -> None:
     for tool in (*tools, *NODE_TOOLS, PAUSE):
         tool.ensure()
     prometheus_operator_crds()
+    keda_scaledobject_crd()

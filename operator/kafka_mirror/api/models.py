@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kafka_mirror.api.autoscaling import Autoscaling
 from kafka_mirror.api.base import (
     ApiModel,
     SparkSettingsMap,
@@ -290,7 +291,15 @@ class KafkaMirrorSpec(ApiModel):
     target: KafkaCluster = Field(description="The cluster topics are mirrored to.")
     topic_naming: TopicNaming = section(TopicNaming, "Remote topic naming.")
     replicas: Annotated[int, Field(ge=0, le=1_000)] = Field(
-        default=1, description="Worker pods; they share the source partitions."
+        default=1,
+        description="Worker pods; they share the source partitions. With `autoscaling`, the "
+        "count to start from.",
+    )
+    autoscaling: Autoscaling | None = Field(
+        default=None,
+        description="Let the operator set the worker count from the lag and latency "
+        '(docs/install.md, "Autoscaling"); unset, `replicas` holds (which an HPA or KEDA '
+        "may set through the scale subresource).",
     )
     paused: bool = Field(default=False, description="Stop all workers, keeping their progress.")
     delivery: Delivery = Field(

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from kafka_mirror.api.autoscaling import AutoscalingStatus
 from kafka_mirror.api.base import StatusModel
 from kafka_mirror.api.operations import OperationStatus
 
@@ -108,6 +109,7 @@ class KafkaMirrorStatus(StatusModel):
         default=None, description="When the source was last read: the figures above are from then."
     )
     operation: OperationStatus | None = None
+    autoscaling: AutoscalingStatus | None = None
 
 
 class MirrorTopicSelectionStatus(StatusModel):

@@ -18,7 +18,7 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.policy import CREDENTIAL_LABEL, NotAllowed
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
-from kafka_mirror.controller import operations
+from kafka_mirror.controller import autoscaler, operations
 from kafka_mirror.controller.gate import NOT_ALLOWED, SpecUnusable
 from kafka_mirror.controller.resume import KubeMirrors
 from kafka_mirror.controller.standby import standing_by
@@ -139,7 +139,13 @@ class MirrorInputs:
         the mirror stands by."""
         if self.standby is not None:
             return self.spec.model_copy(update={"paused": True})
-        return operations.running_spec(self.spec, self.previous.operation)
+        spec = operations.running_spec(self.spec, self.previous.operation)
+        if spec.autoscaling is None:
+            return spec
+        replicas = autoscaler.starting_replicas(
+            spec.autoscaling, spec.replicas, self.previous.autoscaling
+        )
+        return spec.model_copy(update={"replicas": replicas})
 
     @cached_property
     def worker(self) -> tuple[WorkerConfig, list[CredentialEnv]]:

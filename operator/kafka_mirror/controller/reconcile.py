@@ -18,7 +18,7 @@ from kafka_mirror import render
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
-from kafka_mirror.controller import operations
+from kafka_mirror.controller import autoscaler, operations
 from kafka_mirror.controller.gate import CHILD_NAME_TAKEN, INVALID_SPEC, SpecUnusable
 from kafka_mirror.controller.inputs import MirrorInputs, SecretProblem, selection_patterns
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
@@ -273,6 +273,19 @@ def observe_mirror(
     )
     status = mirror_status(observation, previous, now)
     events = mirror_events(previous, status)
+    if requested.autoscaling is not None and not spec.paused:
+        status.autoscaling = autoscaler.decide(
+            requested.autoscaling,
+            previous.autoscaling,
+            spec.replicas,
+            _load(kafka, status),
+            autoscaler.processes_per_pod(spec),
+            now,
+        )
+        if (scaled := autoscaler.scaling_event(spec.replicas, status.autoscaling)) is not None:
+            events.append(scaled)
+    elif requested.autoscaling is not None:  # stopped: the count waits for the workers' return
+        status.autoscaling = previous.autoscaling
     if requested.operation is not None or previous.operation is not None:
         access = operations.Access(
             None if source_problem else ConfluentCluster(inputs.cluster_settings("source")),
@@ -287,6 +300,13 @@ def observe_mirror(
         operations.with_operation(status, requested, previous, now)
         events += done
     return status, events
+
+
+def _load(kafka: KafkaState | None, status: KafkaMirrorStatus) -> autoscaler.Load | None:
+    """The autoscaler's reading of this refresh (None: the source was not read)."""
+    if kafka is None:
+        return None
+    return autoscaler.Load(len(kafka.progress), status.total_lag, status.max_latency_seconds)
 
 
 def invalid_patterns(selection: SelectionPatterns) -> list[str]:
