@@ -1,6 +1,6 @@
 """Our worker against Apache Kafka's MirrorMaker 2 (dedicated mode), side by side on one machine.
 
-    .venv/bin/python bench/vs_mirrormaker.py           # the full run (about 45 minutes)
+    .venv/bin/python bench/vs_mirrormaker.py           # the full run (about 80 minutes)
     .venv/bin/python bench/vs_mirrormaker.py --quick   # a small run to try the harness
 
 Starts its own Kafka clusters A and B (with the brokers' default 3 s group delay, so that the
@@ -38,6 +38,15 @@ members of a group starting together form one generation), then, per record size
    (its p99 at 5,000/s from 9 to 650 ms), and at 5,000/s the two brokers, the producer and a
    mirror keep the two cores about 80 % busy, so the lower rate shows the mirrors themselves.
    (Both mirrors at once, to share the source's hiccups, saturated the machine.)
+
+5. Exactly once, the same records and sizes: each mirror's best parallelism searched again
+   with ours at `delivery: exactlyOnce` (a transaction a second) and MirrorMaker 2 at
+   `exactly.once.source.support=enabled` (KIP-618, its internal REST on, the source read
+   `read_committed`, a transaction per poll); `--rounds` drains best against best, and latency
+   at the `--exactly-once-rates`. Its drains read B's end where a `read_committed` reader
+   stops, and end once every record is there and no transaction has committed for 2 s
+   (transaction markers move the end too); their clock stops at the last move. The latency
+   runs read B `read_committed` in both modes: a copy counts when its transaction commits.
 
 Both get the same batching where comparable (MirrorMaker 2's producer lingers 100 ms in the
 drains and 5 ms in the latency runs, as ours does by the backlog it sees), offset syncs,
@@ -343,8 +352,8 @@ class Bench:
         topic = f"steady-{alias}"
         create_topic(self.a, topic, PARTITIONS)
         remote = f"{alias}.{topic}"
-        name = setting.label(mirror.name)
-        print(f"  {name} ({alias}), {rate:,} records/s for {seconds}s:", end="", flush=True)
+        label = setting.label(mirror.name)
+        print(f"  {label} ({alias}), {rate:,} records/s for {seconds}s:", end="", flush=True)
         mirror.start(alias, topic, setting, draining=False)
         consumers = [
             Consumer(
@@ -358,16 +367,16 @@ class Bench:
             )
             for cluster in (self.a, self.b)
         ]
-        names = {topic: SOURCE, remote: name}
+        names = {topic: SOURCE, remote: label}
         results = {
             SOURCE: Latency(SOURCE, rate, "a consumer on A"),
-            name: Latency(name, rate, setting.describe(mirror.name)),
+            label: Latency(label, rate, setting.describe(mirror.name)),
         }
         try:
             self.wait_for_topic(mirror, remote)
-            for consumer, name in zip(consumers, names, strict=True):
+            for consumer, topic_read in zip(consumers, names, strict=True):
                 consumer.assign(
-                    [TopicPartition(name, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
+                    [TopicPartition(topic_read, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
                 )
             # The producer runs LATENCY_WARMUP_SECONDS longer than the counted window; which
             # records count is decided once the mirror's first record has arrived (below).
@@ -389,13 +398,13 @@ class Bench:
             for consumer in consumers:
                 consumer.close()
             mirror.stop()
-        delivered = len(arrivals[name])
+        delivered = len(arrivals[label])
         if delivered < produced:
-            raise SystemExit(f"{name} delivered {delivered:,} of {produced:,} records")
+            raise SystemExit(f"{label} delivered {delivered:,} of {produced:,} records")
         # A steady rate: records count from LATENCY_WARMUP_SECONDS after the mirror delivered
         # its first, so that neither mirror's start-up (our processes' group join, MirrorMaker
         # 2's JVM warming up) nor the backlog it found falls in the window.
-        first_ms = min(arrived for _, arrived in arrivals[name])
+        first_ms = min(arrived for _, arrived in arrivals[label])
         steady_ms = first_ms + LATENCY_WARMUP_SECONDS * 1000
         for name, pairs in arrivals.items():
             result = results[name]

@@ -213,7 +213,8 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     groups = [(size, mode) for size, drain in summary["drain"].items() for mode in modes(drain)]
-    labels = [f"{size} B\n{mode.replace(', ', chr(10))}" for size, mode in groups]
+    short = {MODES[0]: "best", MODES[1]: "equal CPU", BEST_EOS: "best,\nexactly once"}
+    labels = [f"{size} B\n{short[mode]}" for size, mode in groups]
     figure, axes = plt.subplots(1, 4, figsize=(20, 4.5))
     panels: list[tuple[str, Callable[[str, str, str], float]]] = [
         (
