@@ -119,6 +119,14 @@ def _audit(args: argparse.Namespace) -> None:
     )
 
 
+def _executor(_args: argparse.Namespace) -> None:
+    try:
+        from kafka_mirror.audit.executor import run
+    except ImportError:
+        raise SystemExit("a Spark executor needs the audit image (PySpark and Java)") from None
+    run()
+
+
 def _smoke(args: argparse.Namespace) -> None:
     from kafka_mirror import smoke
     from kafka_mirror.kube import api_client
@@ -336,6 +344,13 @@ def parser() -> argparse.ArgumentParser:
         "spec.audit.fullAuditRequest)",
     )
     audit.set_defaults(handler=_audit)
+
+    executor = commands.add_parser(
+        "executor",
+        help="a Spark executor of the audit on Spark on Kubernetes: what the executor pods the "
+        "audit's driver creates run (settings from Spark in the environment)",
+    )
+    executor.set_defaults(handler=_executor)
 
     worker = commands.add_parser("worker", help="mirror topics: the process in each worker pod")
     worker.add_argument("--config", required=True, help="the worker's YAML configuration file")

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from kafka_mirror import render_spark
 from kafka_mirror.api.clusters import KafkaCluster, SecretKeyRef
 from kafka_mirror.api.models import GROUP, KafkaMirrorSpec
 from kafka_mirror.api.worker_config import (
@@ -196,7 +197,14 @@ def config_checksum(config: WorkerConfig, secret_versions: dict[str, str]) -> st
 # --- the children -----------------------------------------------------------------------------
 
 
-def build_config_map(namespace: str, name: str, config: WorkerConfig) -> dict[str, Any]:
+def build_config_map(
+    namespace: str, name: str, config: WorkerConfig, executor_template: str | None = None
+) -> dict[str, Any]:
+    """The workers' configuration (which the audit reads too), and with the audit on Spark on
+    Kubernetes its executors' pod template."""
+    data = {CONFIG_FILE: render_worker_config(config)}
+    if executor_template is not None:
+        data[render_spark.EXECUTOR_TEMPLATE] = executor_template
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -205,7 +213,7 @@ def build_config_map(namespace: str, name: str, config: WorkerConfig) -> dict[st
             "namespace": namespace,
             "labels": _labels(name, "worker"),
         },
-        "data": {CONFIG_FILE: render_worker_config(config)},
+        "data": data,
     }
 
 
@@ -363,21 +371,7 @@ def build_audit_cronjob(
 ) -> dict[str, Any]:
     """The audit CronJob: one run at a time, reading the same configuration as the workers, and
     writing its summary into the mirror's status with its own ServiceAccount."""
-    spark = spec.audit.spark
-    args = ["audit", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--master", spark.master]
-    for key, value in sorted(spark.conf.items()):
-        args += ["--conf", f"{key}={value}"]
-    if spec.audit.full_audit_request:
-        args.append(f"--full-request={spec.audit.full_audit_request}")
-    pod = _pod_spec(name, spec, envs, spec.audit.image or image, args)
-    pod["restartPolicy"] = "Never"
-    pod["serviceAccountName"] = audit_account_name(name)
-    pod["automountServiceAccountToken"] = True  # to write status.lastAudit
-    # Spark spills shuffle blocks under /tmp (spark.local.dir): room for a large window.
-    pod["volumes"] = [
-        {**v, "emptyDir": {"sizeLimit": AUDIT_SCRATCH}} if v["name"] == "tmp" else v
-        for v in pod["volumes"]
-    ]
+    pod = _audit_pod(name, spec, envs, spec.audit.image or image)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -402,8 +396,42 @@ def build_audit_cronjob(
     }
 
 
-def build_audit_rbac(namespace: str, name: str) -> list[dict[str, Any]]:
-    """The audit's ServiceAccount, allowed to read its mirror and patch its status: nothing more."""
+def _audit_pod(
+    name: str, spec: KafkaMirrorSpec, envs: list[CredentialEnv], image: str
+) -> dict[str, Any]:
+    spark = spec.audit.spark
+    conf = dict(spark.conf)
+    if render_spark.on_kubernetes(spec):
+        conf |= render_spark.driver_conf(spec, image, CONFIG_DIR)
+    args = ["audit", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--master", spark.master]
+    for key, value in sorted(conf.items()):
+        args += ["--conf", f"{key}={value}"]
+    if spec.audit.full_audit_request:
+        args.append(f"--full-request={spec.audit.full_audit_request}")
+    pod = _pod_spec(name, spec, envs, image, args)
+    if render_spark.on_kubernetes(spec):
+        pod["containers"][0]["env"] += render_spark.pod_env()
+    pod["restartPolicy"] = "Never"
+    pod["serviceAccountName"] = audit_account_name(name)
+    pod["automountServiceAccountToken"] = True  # to write status.lastAudit
+    # Spark spills shuffle blocks under /tmp (spark.local.dir): room for a large window.
+    pod["volumes"] = [
+        {**v, "emptyDir": {"sizeLimit": AUDIT_SCRATCH}} if v["name"] == "tmp" else v
+        for v in pod["volumes"]
+    ]
+    return pod
+
+
+def build_executor_template(name: str, spec: KafkaMirrorSpec) -> str | None:
+    """The executors' pod template of the audit on Spark on Kubernetes (None: another master)."""
+    if not render_spark.on_kubernetes(spec):
+        return None
+    return render_spark.executor_template(_audit_pod(name, spec, [], ""), AUDIT_SCRATCH)
+
+
+def build_audit_rbac(namespace: str, name: str, spec: KafkaMirrorSpec) -> list[dict[str, Any]]:
+    """The audit's ServiceAccount, allowed to read its mirror and patch its status, and on Spark
+    on Kubernetes to manage its executor pods: nothing more."""
     metadata = {
         "name": audit_account_name(name),
         "namespace": namespace,
@@ -421,7 +449,8 @@ def build_audit_rbac(namespace: str, name: str) -> list[dict[str, Any]]:
                     "resources": ["kafkamirrors/status"],
                     "resourceNames": [name],
                     "verbs": ["get", "patch"],
-                }
+                },
+                *([render_spark.driver_rule()] if render_spark.on_kubernetes(spec) else []),
             ],
         },
         {

@@ -590,7 +590,7 @@ def test_audit_runs_on_the_spec_spark_master_with_its_conf_and_its_own_account()
 
 
 def test_the_audit_account_may_only_patch_its_own_mirror_status() -> None:
-    account, role, binding = build_audit_rbac(NAMESPACE, NAME)
+    account, role, binding = build_audit_rbac(NAMESPACE, NAME, plain_spec())
     assert account["kind"] == "ServiceAccount"
     assert role["rules"] == [
         {

@@ -148,14 +148,27 @@ class TopicConfigSync(ApiModel):
     )
 
 
+class SparkExecutors(ApiModel):
+    """The executor pods of the audit on Spark on Kubernetes."""
+
+    instances: Annotated[int, Field(ge=1, le=64)] = Field(default=2, description="Executor pods.")
+    cores: Annotated[int, Field(ge=1, le=16)] = Field(default=1, description="Cores of each.")
+    memory: Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}[mg]$")] = Field(
+        default="1g", description="Java heap of each (Spark's `512m`, `2g`)."
+    )
+
+
 class SparkSettings(ApiModel):
     """Where the audit's Spark job runs."""
 
     master: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
         default="local[*]",
         description="Spark master URL: local mode inside the job pod (`local`, `local[N]`, "
-        "`local[*]`), or a cluster the operator's installer allows (`--allowed-spark-master`).",
+        "`local[*]`), or a cluster the operator's installer allows (`--allowed-spark-master`); "
+        "`k8s://…` runs executor pods of the audit image in the mirror's namespace (Spark on "
+        "Kubernetes, docs/audit.md).",
     )
+    executors: SparkExecutors = section(SparkExecutors, "Executor pods, with a `k8s://` master.")
     conf: SparkSettingsMap = Field(
         default_factory=dict,
         description="Spark tuning settings, from a closed list (memory, cores, parallelism, "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from kafka_mirror import render_spark
 from kafka_mirror.api.worker_config import ClusterConnection
 
 JARS_ENV = "KAFKA_MIRROR_SPARK_JARS"  # the image's directory of Spark's Kafka source jars
@@ -45,6 +46,8 @@ def session(master: str, conf: Mapping[str, str]) -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true")  # progress while it runs
     )
+    if master.startswith("k8s://"):  # the driver of executor pods: where it is, who it is
+        conf = {**render_spark.pod_conf(dict(os.environ)), **conf}
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

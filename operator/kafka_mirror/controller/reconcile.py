@@ -63,12 +63,14 @@ def desired_children(inputs: MirrorInputs, images: render.Images) -> Desired:
     config, envs = inputs.worker
     checksum = render.config_checksum(config, inputs.secrets.versions(envs))
     children = [
-        render.build_config_map(namespace, name, config),
+        render.build_config_map(
+            namespace, name, config, render.build_executor_template(name, spec)
+        ),
         render.build_deployment(namespace, name, spec, envs, checksum, images.worker),
         render.build_metrics_service(namespace, name),
         render.build_disruption_budget(namespace, name, spec),
         render.build_audit_cronjob(namespace, name, spec, envs, images.audit),
-        *render.build_audit_rbac(namespace, name),
+        *render.build_audit_rbac(namespace, name, spec),
     ]
     # An owner reference only: kopf.adopt would copy the mirror's labels too, and a label can
     # steer other controllers (a backup tool's exclusion, a proxy's, a GitOps tool's tracking).

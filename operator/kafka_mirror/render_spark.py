@@ -1,0 +1,105 @@
+"""The audit on Spark on Kubernetes (`spec.audit.spark.master: k8s://…`), as pure builders.
+
+The audit job's pod is Spark's driver in client mode: it asks the API server for executor pods
+of the audit image in the mirror's namespace (`kafka-mirror executor`, audit/executor.py), from
+a pod template in the mirror's ConfigMap that gives them the same security context as every
+other pod of the mirror and no service-account token. The executors reach the driver at its pod
+IP on two fixed ports; each is owned by the driver's pod, so however the job ends, Kubernetes'
+garbage collector removes them with it (and Spark deletes them itself when it stops). The
+audit's ServiceAccount may then manage pods in the namespace, nothing else more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from kafka_mirror.api.models import KafkaMirrorSpec
+
+EXECUTOR_TEMPLATE = "executor-pod.yaml"  # its key in the mirror's ConfigMap
+EXECUTOR_CONTAINER = "executor"
+DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
+ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Where the driver finds itself (the downward API); audit/spark.py reads them.
+POD_ENV = {
+    "KAFKA_MIRROR_POD_NAME": "metadata.name",
+    "KAFKA_MIRROR_POD_NAMESPACE": "metadata.namespace",
+    "KAFKA_MIRROR_POD_IP": "status.podIP",
+}
+
+
+def on_kubernetes(spec: KafkaMirrorSpec) -> bool:
+    return spec.audit.spark.master.startswith("k8s://")
+
+
+def driver_conf(spec: KafkaMirrorSpec, image: str, config_dir: str) -> dict[str, str]:
+    """What the CronJob tells the driver: the executors' image, count, size and template."""
+    executors = spec.audit.spark.executors
+    return {
+        "spark.kubernetes.container.image": image,
+        "spark.kubernetes.container.image.pullPolicy": spec.worker.image_pull_policy,
+        "spark.kubernetes.executor.podTemplateFile": f"{config_dir}/{EXECUTOR_TEMPLATE}",
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        "spark.executor.instances": str(executors.instances),
+        "spark.executor.cores": str(executors.cores),
+        "spark.executor.memory": executors.memory,
+    }
+
+
+def pod_conf(environ: dict[str, str]) -> dict[str, str]:
+    """What the driver learns in its pod: where executors reach it, and who it is (its
+    ServiceAccount's token, the only credential it has; no ConfigMap nor volume claims of its
+    own, so it needs rights on pods alone)."""
+    return {
+        "spark.driver.host": environ["KAFKA_MIRROR_POD_IP"],
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.kubernetes.namespace": environ["KAFKA_MIRROR_POD_NAMESPACE"],
+        "spark.kubernetes.driver.pod.name": environ["KAFKA_MIRROR_POD_NAME"],
+        "spark.kubernetes.authenticate.caCertFile": f"{ACCOUNT}/ca.crt",
+        "spark.kubernetes.authenticate.oauthTokenFile": f"{ACCOUNT}/token",
+        "spark.kubernetes.executor.disableConfigMap": "true",
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+    }
+
+
+def pod_env() -> list[dict[str, Any]]:
+    return [
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+        for name, path in POD_ENV.items()
+    ]
+
+
+def executor_template(pod: dict[str, Any], scratch: str) -> str:
+    """The executors' pod template, from the audit pod (`pod`): its security context, node
+    placement and scratch space; Spark adds the image, command arguments, environment and
+    resources."""
+    audit = pod["containers"][0]
+    container = {
+        "name": EXECUTOR_CONTAINER,
+        "command": audit["command"],
+        "securityContext": audit["securityContext"],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "securityContext": pod["securityContext"],
+        "containers": [container],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": scratch}}],
+    }
+    for placement in ("nodeSelector", "tolerations"):
+        if placement in pod:
+            spec[placement] = pod[placement]
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "spec": spec}, sort_keys=True)
+
+
+def driver_rule() -> dict[str, Any]:
+    """The driver's rights beyond the audit's: its executor pods (and its own pod, read)."""
+    return {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"],
+    }
