@@ -49,7 +49,13 @@ def test_waiting_records_scale_the_workers_up_and_a_caught_up_mirror_back_down(
     apps = client.AppsV1Api(kube_api)
 
     def deployment_replicas() -> int:
-        found: Any = apps.read_namespaced_deployment(worker_name("scaled"), namespace)
+        """The worker Deployment's count (0 until the operator has made it)."""
+        try:
+            found: Any = apps.read_namespaced_deployment(worker_name("scaled"), namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return 0
+            raise
         return int(found.spec.replicas)
 
     def autoscaling() -> dict[str, Any]:

@@ -309,6 +309,8 @@ class ExactlyOnceWorker(MirrorWorker):
         log.info("assigned %d partitions", len(partitions))
         self.members.incremental_assign(partitions)
         self.members.pause(partitions)
+        if self.closing:  # handed over while this process leaves: its close gives them on
+            return
         try:
             committed = self.members.committed(partitions, timeout=POSITIONS_SECONDS)
         except KafkaException as error:
@@ -324,7 +326,8 @@ class ExactlyOnceWorker(MirrorWorker):
     def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Commit what was copied of every partition, then hand these over."""
         log.info("revoked %d partitions", len(partitions))
-        self._barrier(None, 0.0 if self.closing else COMMIT_SECONDS)
+        if not self.closing:  # closing, the loop's last barrier committed all there was
+            self._barrier(None, COMMIT_SECONDS)
         self._release(self._source(partitions))
         self.members.incremental_unassign(partitions)
 
