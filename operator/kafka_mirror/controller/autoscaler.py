@@ -8,8 +8,7 @@ wanted count is the current one times that ratio (rounded up), within a toleranc
 busy only rebalance). So a load that stays above its target after a step (the target is slow,
 the new workers did not help) asks for more again. A scale-up goes at once, though not again
 until the workers it added had time to join and take partitions; a scale-down only after every
-reading of
-`scaleDownWindowSeconds` asked for fewer, and then to the most any of them asked for.
+reading of `scaleDownWindowSeconds` asked for fewer, and then to the most any of them asked for.
 
 The status is the autoscaler's memory (`status.autoscaling`): the count it wants, why, and the
 low readings so far. The next refresh converges the Deployment to that count.
@@ -54,9 +53,8 @@ def starting_replicas(
 ) -> int:
     """The worker count to run now: the autoscaler's last decision, or `spec.replicas` within
     the bounds before its first."""
-    if last is not None:
-        return min(max(last.replicas, policy.min_replicas), policy.max_replicas)
-    return min(max(spec_replicas, policy.min_replicas), policy.max_replicas)
+    count = last.replicas if last is not None else spec_replicas
+    return min(max(count, policy.min_replicas), policy.max_replicas)
 
 
 def _ratio(policy: Autoscaling, load: Load) -> tuple[float, str]:
@@ -128,8 +126,9 @@ def decide(
     if count == current:
         return AutoscalingStatus(replicas=current, reason=reading, last_scale_time=last_scale)
     # Fewer wanted: only once every reading of the window asked for fewer.
-    low_since = last.low_since if last is not None and last.low_since is not None else now
-    highest = max(count, last.highest_since_low or 0) if last and last.low_since else count
+    low_since, highest = now, count
+    if last is not None and last.low_since is not None:  # the window runs already
+        low_since, highest = last.low_since, max(count, last.highest_since_low or 0)
     if (now - low_since).total_seconds() >= policy.scale_down_window_seconds:
         return AutoscalingStatus(replicas=highest, reason=reading, last_scale_time=now)
     return AutoscalingStatus(
