@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -146,7 +147,7 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
         ("watch", "secrets", "-n", namespace),
         ("update", "secrets", "-n", namespace),
         ("create", "pods", "-n", namespace),
-        ("create", "pods/exec", "-n", namespace),
+        ("create", "pods", "--subresource=exec", "-n", namespace),
         ("get", "secrets", "-n", "kube-system"),
         ("create", "deployments.apps", "-n", "default"),
         ("get", "kafkamirrors.kafkamirror.io", "-n", "default"),
@@ -255,6 +256,32 @@ def test_the_chart_lints_and_renders_with_its_options(
         assert kinds.count("ServiceMonitor") == 2 and "PrometheusRule" in kinds
         dashboard = next(d for d in docs if d["kind"] == "ConfigMap")
         assert json.loads(dashboard["data"]["kafka-mirror.json"])["uid"] == "kafka-mirror"
+
+
+def test_only_a_kubernetes_spark_master_gives_the_operator_pods(helm: Path, tmp_path: Path) -> None:
+    """The audit's Role on Spark on Kubernetes grants its driver pods, which the operator must
+    hold to grant; without such a master it holds none."""
+
+    def pod_rules(*values: str) -> list[Any]:
+        rendered = run_helm(helm, tmp_path, "template", RELEASE, str(CHART), *values)
+        return [
+            rule
+            for d in yaml.safe_load_all(rendered)
+            if d and d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader")
+            for rule in d["rules"]
+            if "pods" in rule["resources"]
+        ]
+
+    assert pod_rules() == []
+    assert pod_rules("--set", "allowed.sparkMasters={spark://spark-master.spark.svc:7077}") == []
+    master = "allowed.sparkMasters={k8s://https://kubernetes.default.svc}"
+    assert pod_rules("--set", master) == [
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"],
+        }
+    ]
 
 
 def test_the_values_schema_refuses_a_misspelt_value(helm: Path, tmp_path: Path) -> None:

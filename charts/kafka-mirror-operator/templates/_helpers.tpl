@@ -59,7 +59,10 @@ What the operator does, and nothing more (each verb is a call it makes):
 - each mirror's children (ConfigMap, Deployment, PodDisruptionBudget, Service, CronJob, and
   the audit's ServiceAccount, Role and RoleBinding): get (is the name free, or the mirror's own?),
   server-side apply (patch, and create when the object is new), delete;
-- events: create (core v1, as kopf and the status loop post them).
+- events: create (core v1, as kopf and the status loop post them);
+- pods, only where the installer allows a k8s:// Spark master: never used by the operator
+  itself, but the audit's Role then grants its driver pods (its executors), and a Role may only
+  grant what its creator holds.
 */}}
 {{- define "kafka-mirror-operator.rules" -}}
 - apiGroups: ["kafkamirror.io"]
@@ -101,4 +104,13 @@ What the operator does, and nothing more (each verb is a call it makes):
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["get", "create", "patch", "delete"]
+{{- $sparkOnKubernetes := false }}
+{{- range .Values.allowed.sparkMasters }}
+{{- if hasPrefix "k8s://" . }}{{ $sparkOnKubernetes = true }}{{ end }}
+{{- end }}
+{{- if $sparkOnKubernetes }}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
+{{- end }}
 {{- end -}}
