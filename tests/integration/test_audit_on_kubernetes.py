@@ -4,8 +4,9 @@ ServiceAccount and Role as the operator renders them: the real Spark driver (`ka
 stand-in for the kubelet (this API server has none) runs each pod's container as the pod says:
 its command (`kafka-mirror executor`), arguments and environment. The verdict and counts equal
 local mode's on the same records; no executor pod is left after the run; and the driver's
-account may manage pods in its namespace and nothing else. (On the real node, with the
-kubelet, docs/audit.md.)"""
+account may manage pods in its namespace and nothing else, and only pods shaped like its
+executors (the chart's admission policy, rendered by Helm and in force while the driver runs).
+(On the real node, with the kubelet, docs/audit.md.)"""
 
 from __future__ import annotations
 
@@ -29,13 +30,15 @@ from kafka_mirror.render import build_audit_rbac, build_executor_template
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import export_spark_jars
 from kafka_mirror_dev.processes import free_port
+from tests.helpers.helm import CHART, run_helm
 from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.stack import MirrorStack
-from tests.helpers.worker import wait_until_mirrored, worker_config
+from tests.helpers.worker import wait_for, wait_until_mirrored, worker_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.spark]
 MIRROR = "m"
 EXECUTORS = 2
+IMAGE = "registry.example/audit:1"
 
 
 class StandInKubelet(threading.Thread):
@@ -90,6 +93,18 @@ class StandInKubelet(threading.Thread):
                 process.kill()
 
 
+def pod_volumes(template: str) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = yaml.safe_load(template)["spec"]["volumes"]
+    return volumes
+
+
+def secret_env(template: str) -> dict[str, Any]:
+    """The executor's container, with a Secret's key in its environment."""
+    container: dict[str, Any] = yaml.safe_load(template)["spec"]["containers"][0]
+    reference = {"secretKeyRef": {"name": "team-credentials", "key": "password"}}
+    return container | {"image": IMAGE, "env": [{"name": "P", "valueFrom": reference}]}
+
+
 def audit(config_path: Path, master: str, conf: dict[str, str], env: dict[str, str]) -> Any:
     """`kafka-mirror audit` as the CronJob's pod runs it; its JSON report."""
     args = [sys.executable, "-m", "kafka_mirror", "audit", "--config", str(config_path)]
@@ -101,12 +116,31 @@ def audit(config_path: Path, master: str, conf: dict[str, str], env: dict[str, s
     return json.loads(done.stdout)
 
 
+def executor_policy(helm: Path, home: Path, release: str, master: str) -> list[dict[str, Any]]:
+    """The chart's admission policy for the audit's executors, where a k8s:// master is allowed."""
+    rendered = run_helm(
+        helm,
+        home,
+        "template",
+        release,
+        str(CHART),
+        "--show-only",
+        "templates/auditpolicy.yaml",
+        "--set",
+        f"auditImage={IMAGE}",
+        "--set-json",
+        f"allowed.sparkMasters={json.dumps([master])}",
+    )
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
 def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
     kube_api: client.ApiClient,
     kube_apiserver: KubeApiServer,
     namespace: str,
     stack: MirrorStack,
     kubectl: Path,
+    helm: Path,
     tmp_path: Path,
 ) -> None:
     topic = unique("k8s-audit")
@@ -144,6 +178,34 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
         .status.token
     )
     (tmp_path / "token").write_text(token)
+
+    def as_driver(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        driver = f"--as=system:serviceaccount:{namespace}:{account}"
+        return subprocess.run(
+            [str(kubectl), "--kubeconfig", str(kube_apiserver.kubeconfig), *args, driver],
+            input=stdin,
+            capture_output=True,
+            text=True,
+        )
+
+    def create_as_driver(changes: dict[str, Any]) -> str:
+        """Creates, as the driver's account, a pod from the executors' template with `changes`
+        to its spec (dry run on the server, where admission runs); the refusal, or ""."""
+        pod = yaml.safe_load(template)
+        pod["metadata"] = {"name": "probe", "labels": {"spark-role": "probe"}}
+        pod["spec"]["containers"][0]["image"] = IMAGE
+        pod["spec"] |= changes
+        done = as_driver(
+            "create", "--dry-run=server", "-n", namespace, "-f", "-", stdin=json.dumps(pod)
+        )
+        return "" if done.returncode == 0 else done.stderr
+
+    # The chart's admission policy for a k8s:// master, in force once a wrong image is refused.
+    policy = executor_policy(helm, tmp_path / "helm", unique("release"), master)
+    for document in policy:
+        apply(kube_api, document)
+    foreign = {"containers": [{"name": "x", "image": "busybox", "command": ["sh"]}]}
+    wait_for(lambda: "only the images" in create_as_driver(foreign), 60, "the policy in force")
     # The driver's own pod: the executors' owner (this API server runs no pod; it is a record).
     driver = "audit-driver"
     client.CoreV1Api(kube_api).create_namespaced_pod(
@@ -153,7 +215,7 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
 
     export_spark_jars()
     conf = {
-        **render_spark.driver_conf(spec, "registry.example/audit:1", str(tmp_path)),
+        **render_spark.driver_conf(spec, IMAGE, str(tmp_path)),
         "spark.kubernetes.authenticate.caCertFile": str(kube_apiserver.pki / "ca.crt"),
         "spark.kubernetes.authenticate.oauthTokenFile": str(tmp_path / "token"),
         "spark.driver.port": str(free_port()),
@@ -168,8 +230,29 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
     kubelet.start()
     try:
         on_pods = audit(config_path, master, conf, pod_env)
+        # The executors Spark made passed the policy; what else the account could make does not.
+        assert create_as_driver({}) == ""
+        secret = {"name": "s", "secret": {"secretName": "team-credentials"}}
+        refusals = [
+            ("only the images", foreign),
+            ("no service account", {"serviceAccountName": "operator"}),
+            ("no service account", {"automountServiceAccountToken": True}),
+            ("scratch space", {"volumes": [*pod_volumes(template), secret]}),
+            ("reads no Secret", {"containers": [secret_env(template)]}),
+            ("no host namespace", {"hostNetwork": True}),
+        ]
+        for reason, changes in refusals:
+            refusal = create_as_driver(changes)
+            assert reason in refusal, (changes, refusal)
     finally:
         kubelet.end()
+        for document in policy:
+            kind = document["kind"]
+            admission = client.AdmissionregistrationV1Api(kube_api)
+            if kind == "ValidatingAdmissionPolicyBinding":
+                admission.delete_validating_admission_policy_binding(document["metadata"]["name"])
+            else:
+                admission.delete_validating_admission_policy(document["metadata"]["name"])
     local = audit(config_path, "local[2]", {}, {})
 
     assert len(kubelet.started) >= EXECUTORS, kubelet.started
@@ -182,22 +265,7 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
 
     # The driver's account: its namespace's pods, nothing else.
     def can(*what: str) -> str:
-        done = subprocess.run(
-            [
-                str(kubectl),
-                "--kubeconfig",
-                str(kube_apiserver.kubeconfig),
-                "auth",
-                "can-i",
-                *what,
-                f"--as=system:serviceaccount:{namespace}:{account}",
-                "-n",
-                namespace,
-            ],
-            capture_output=True,
-            text=True,
-        )
-        return done.stdout.strip()
+        return as_driver("auth", "can-i", *what, "-n", namespace).stdout.strip()
 
     assert can("create", "pods") == "yes" and can("delete", "pods") == "yes"
     assert can("create", "deployments") == "no" and can("get", "secrets") == "no"

@@ -258,30 +258,40 @@ def test_the_chart_lints_and_renders_with_its_options(
         assert json.loads(dashboard["data"]["kafka-mirror.json"])["uid"] == "kafka-mirror"
 
 
-def test_only_a_kubernetes_spark_master_gives_the_operator_pods(helm: Path, tmp_path: Path) -> None:
+def test_only_a_kubernetes_spark_master_gives_the_operator_pods_and_polices_them(
+    helm: Path, tmp_path: Path
+) -> None:
     """The audit's Role on Spark on Kubernetes grants its driver pods, which the operator must
-    hold to grant; without such a master it holds none."""
+    hold to grant; without such a master it holds none, and no admission policy is installed
+    (test_audit_on_kubernetes.py tries the policy on the API server)."""
 
-    def pod_rules(*values: str) -> list[Any]:
-        rendered = run_helm(helm, tmp_path, "template", RELEASE, str(CHART), *values)
+    def rendered(*values: str) -> list[dict[str, Any]]:
+        text = run_helm(helm, tmp_path, "template", RELEASE, str(CHART), *values)
+        return [d for d in yaml.safe_load_all(text) if d]
+
+    def pod_rules(docs: list[dict[str, Any]]) -> list[Any]:
         return [
             rule
-            for d in yaml.safe_load_all(rendered)
-            if d and d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader")
+            for d in docs
+            if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader")
             for rule in d["rules"]
             if "pods" in rule["resources"]
         ]
 
-    assert pod_rules() == []
-    assert pod_rules("--set", "allowed.sparkMasters={spark://spark-master.spark.svc:7077}") == []
-    master = "allowed.sparkMasters={k8s://https://kubernetes.default.svc}"
-    assert pod_rules("--set", master) == [
+    def policies(docs: list[dict[str, Any]]) -> list[str]:
+        return sorted(d["kind"] for d in docs if d["apiVersion"].startswith("admission"))
+
+    for docs in (rendered(), rendered("--set", "allowed.sparkMasters={spark://master:7077}")):
+        assert pod_rules(docs) == [] and policies(docs) == []
+    docs = rendered("--set", "allowed.sparkMasters={k8s://https://kubernetes.default.svc}")
+    assert pod_rules(docs) == [
         {
             "apiGroups": [""],
             "resources": ["pods"],
             "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"],
         }
     ]
+    assert policies(docs) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
 
 
 def test_the_values_schema_refuses_a_misspelt_value(helm: Path, tmp_path: Path) -> None:

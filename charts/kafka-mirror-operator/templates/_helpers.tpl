@@ -36,6 +36,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (printf "%s-audit:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag)) .Values.auditImage -}}
 {{- end -}}
 
+{{/* "true" where the installer allows the audit a k8s:// Spark master (its driver makes pods). */}}
+{{- define "kafka-mirror-operator.sparkOnKubernetes" -}}
+{{- range .Values.allowed.sparkMasters }}{{ if hasPrefix "k8s://" . }}true{{ end }}{{ end -}}
+{{- end -}}
+
 {{/* The namespaces a namespaced operator watches: the release's unless listed. */}}
 {{- define "kafka-mirror-operator.namespaces" -}}
 {{- if .Values.watch.namespaces -}}
@@ -104,11 +109,7 @@ What the operator does, and nothing more (each verb is a call it makes):
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["get", "create", "patch", "delete"]
-{{- $sparkOnKubernetes := false }}
-{{- range .Values.allowed.sparkMasters }}
-{{- if hasPrefix "k8s://" . }}{{ $sparkOnKubernetes = true }}{{ end }}
-{{- end }}
-{{- if $sparkOnKubernetes }}
+{{- if include "kafka-mirror-operator.sparkOnKubernetes" . }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
