@@ -33,7 +33,11 @@ from tests.helpers.node import NodePods, NodeStack
 from tests.helpers.stack import MirrorStack, run_operator
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
-pytest_plugins = ["tests.helpers.tenant"]  # a tenant's identity and the operator guarding it
+pytest_plugins = [
+    "tests.helpers.tenant",  # a tenant's identity and the operator guarding it
+    "tests.helpers.timeline",  # the `long` tests, the order that keeps the suite short, and
+    # when each worker went idle
+]
 
 # Hypothesis times each example (200 ms by default) and its data generation: assertions on a
 # machine's speed, which a busy machine fails (an invariant check of 400 syncs took longer).
