@@ -7,7 +7,9 @@ with the reason, the status saying why the count is what it is."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +19,13 @@ from kafka_mirror.controller.autoscaler import SCALE_UP_PAUSE_SECONDS
 from kafka_mirror.kube import apply
 from kafka_mirror.render import worker_name
 from kafka_mirror_dev.operator import OperatorProcess
+from tests.helpers.content import check_content
 from tests.helpers.kafka import create_topics, end_offsets, produce, records, unique
+from tests.helpers.matrix import traffic
+from tests.helpers.node import NodeStack
 from tests.helpers.objects import mirror, selection, status_of
 from tests.helpers.stack import MirrorStack
-from tests.helpers.worker import commit_group, wait_for
+from tests.helpers.worker import commit_group, group_offsets, wait_for, wait_while_advancing
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
 PARTITIONS = 8
@@ -99,3 +104,72 @@ def test_waiting_records_scale_the_workers_up_and_a_caught_up_mirror_back_down(
     assert any(m.startswith("workers scaled up from 2 to 4") for m in scaled), scaled
     assert any(m.startswith("workers scaled down from 4 to 1") for m in scaled), scaled
     assert "failed with an exception" not in operator.log()
+
+
+# On the node: real worker pods, each held to a quarter of a core (as a production pod has a
+# limit), so that more of them drain faster even on this two-core machine.
+BACKLOG = 2_000_000
+WORKER = {"resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "250m"}}}
+
+
+def test_a_backlog_of_millions_drains_faster_autoscaled_and_the_workers_come_back_down(
+    node_stack: NodeStack, tmp_path: Path
+) -> None:
+    """The same backlog mirrored side by side by two mirrors of one source: one held at the
+    minimum of one worker, one autoscaled from one to four. The autoscaled one scales up (an
+    event and the status say why), finishes first, and comes back to one worker after its
+    window; both copies hold every record once, read straight from Kafka."""
+    api, namespace, a = node_stack.api, node_stack.namespace, node_stack.kafka_a
+    topic = unique("backlog")
+    create_topics(a.bootstrap_servers, [topic], partitions=PARTITIONS)
+    backlog = traffic(a, topic, tmp_path, "backlog", rate=150_000, count=BACKLOG)
+    assert backlog.finish().failed == 0
+    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
+    policy = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "targetLagPerPartition": 20_000,
+        "scaleDownWindowSeconds": 30,
+    }
+    started = time.monotonic()
+    for name, alias, scaling in (("fixed", "F", {}), ("scaled", "S", {"autoscaling": policy})):
+        source = {"alias": alias, "bootstrapServers": a.bootstrap_servers}
+        apply(api, mirror(name, namespace, source, target, worker=WORKER, **scaling))
+        apply(api, selection(f"{name}-topics", namespace, name, [re.escape(topic)]))
+
+    def committed(name: str) -> int:
+        """Records the mirror's workers copied and committed (acknowledged by B)."""
+        return sum(group_offsets(a, f"kafka-mirror.{namespace}.{name}").values())
+
+    drained: dict[str, float] = {}
+    for name in ("scaled", "fixed"):
+        wait_while_advancing(
+            lambda name=name: committed(name),  # type: ignore[misc]
+            BACKLOG,
+            120,
+            f"{name} to copy the backlog",
+            every=1,
+        )
+        drained[name] = time.monotonic() - started
+        print(f"{name}: the backlog of {BACKLOG:,} copied after {drained[name]:.0f} s")
+    assert drained["scaled"] < drained["fixed"], drained
+
+    events = client.CoreV1Api(api).list_namespaced_event(namespace).items
+    scaled = [e.message for e in events if e.reason == "Scaled"]
+    assert any(m.startswith("workers scaled up from 1 to") for m in scaled), scaled
+    apps = client.AppsV1Api(api)
+    wait_for(
+        lambda: (
+            apps.read_namespaced_deployment(worker_name("scaled"), namespace).spec.replicas == 1
+        ),
+        120,
+        lambda: f"the step back to one worker: {status_of(api, namespace, 'scaled')}",
+    )
+    assert apps.read_namespaced_deployment(worker_name("fixed"), namespace).spec.replicas == 1
+    for alias in ("F", "S"):
+        report = check_content(
+            a.bootstrap_servers, node_stack.kafka_b.bootstrap_servers, {topic: f"{topic}.{alias}"}
+        )
+        print(f"{alias}: {report}")
+        assert report.missing == 0 and report.unexpected == 0, report
+        assert report.duplicates == 0, report

@@ -5,15 +5,17 @@ the real API server and Kafka in tests/integration/test_status_loop.py)."""
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafka_mirror.api.autoscaling import AutoscalingStatus
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
-from kafka_mirror.controller.refresh import StatusLoop, changes, live, status_patch
+from kafka_mirror.controller.refresh import StatusLoop, changes, live, merged, status_patch
 
 Raw = dict[str, Any]
 
@@ -25,17 +27,21 @@ def obj(name: str, deleting: bool = False, namespace: str = "ns", uid: str | Non
     return {"metadata": metadata}
 
 
-def merged(stored: Raw, patch: Raw) -> Raw:
-    """What the API server stores after a top-level merge patch."""
+def top_level_merged(stored: Raw, patch: Raw) -> Raw:
+    """What the API server stores after a merge patch of flat objects."""
     result = {**stored, **patch}
     return {field: value for field, value in result.items() if value is not None}
 
 
 values = st.one_of(st.none(), st.integers(), st.text(max_size=3), st.lists(st.integers()))
 statuses = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), values)
+nested = st.recursive(
+    values, lambda inner: st.dictionaries(st.sampled_from(["a", "b", "c"]), inner), max_leaves=8
+)
+nested_statuses = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), nested)
 
 
-@given(statuses, statuses)
+@given(nested_statuses, nested_statuses)
 def test_a_status_once_patched_needs_no_patch_again(stored: Raw, patch: Raw) -> None:
     assert not changes(merged(stored, patch), patch)
 
@@ -45,7 +51,8 @@ def test_a_patch_is_skipped_only_when_the_stored_status_stays_the_same(
     stored: Raw, patch: Raw
 ) -> None:
     stored = {field: value for field, value in stored.items() if value is not None}
-    assert changes(stored, patch) == (merged(stored, patch) != stored)
+    assert merged(stored, patch) == top_level_merged(stored, patch)
+    assert changes(stored, patch) == (top_level_merged(stored, patch) != stored)
 
 
 def test_the_status_patch_removes_fields_that_became_empty_and_leaves_last_audit_alone() -> None:
@@ -53,6 +60,20 @@ def test_the_status_patch_removes_fields_that_became_empty_and_leaves_last_audit
     assert patch["totalLag"] == 5
     assert "operation" in patch and patch["operation"] is None  # null: removed by the merge
     assert "lastAudit" not in patch
+
+
+def test_a_nested_field_that_became_empty_is_removed_too() -> None:
+    """The autoscaler's window memory goes once a scale-down ends it (found on the node: kept,
+    it made every later reading end the window again at its highest count)."""
+    window = AutoscalingStatus(
+        replicas=4, low_since=datetime(2026, 11, 26, tzinfo=UTC), highest_since_low=3
+    )
+    stored = status_patch(KafkaMirrorStatus(autoscaling=window))
+    patch = status_patch(KafkaMirrorStatus(autoscaling=AutoscalingStatus(replicas=3)))
+    assert patch["autoscaling"]["lowSince"] is None
+    after = merged(merged({}, stored), patch)
+    assert after["autoscaling"] == {"replicas": 3, "reason": ""}
+    assert changes(merged({}, stored), patch) and not changes(after, patch)
 
 
 def test_objects_being_deleted_are_not_refreshed() -> None:

@@ -38,21 +38,45 @@ RefreshSelection = Callable[[Raw, set[str]], None]
 
 
 def status_patch(model: BaseModel, owned_elsewhere: Iterable[str] = ("last_audit",)) -> Raw:
-    """The status as a merge patch. Top-level fields that became None go as null, which removes
-    them; nulls nested in lists would be pruned by the server. The audit job owns lastAudit: the
+    """The status as a JSON merge patch (RFC 7386). Fields that became None go as null, which
+    removes them, in nested objects too (a merge patch keeps a nested key it does not name: the
+    autoscaler's memory of a scale-down window outlived the window); lists are replaced whole,
+    so nulls nested in them would be pruned by the server. The audit job owns lastAudit: the
     operator never writes it."""
     skipped = set(owned_elsewhere)
     data: Raw = model.model_dump(mode="json", by_alias=True, exclude_none=True, exclude=skipped)
+    return _with_nulls(model, data, skipped)
+
+
+def _with_nulls(model: BaseModel, data: Raw, skipped: set[str]) -> Raw:
     for name, field in type(model).model_fields.items():
-        if name not in skipped:
-            data.setdefault(field.alias or name, None)
+        if name in skipped:
+            continue
+        key, value = field.alias or name, getattr(model, name)
+        if isinstance(value, BaseModel) and isinstance(data.get(key), dict):
+            _with_nulls(value, data[key], set())
+        else:
+            data.setdefault(key, None)
     return data
 
 
+def merged(stored: Any, patch: Any) -> Any:
+    """What the API server stores after a JSON merge patch (RFC 7386)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(stored) if isinstance(stored, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
+
+
 def changes(stored: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> bool:
-    """Whether the merge patch would change the stored status (a null removes a field)."""
-    stored = stored or {}
-    return any(stored.get(field) != value for field, value in patch.items())
+    """Whether the merge patch would change the stored status."""
+    stored = dict(stored or {})
+    return bool(merged(stored, patch) != stored)
 
 
 def key_of(raw: Mapping[str, Any]) -> str:
