@@ -10,6 +10,7 @@ from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import REPO_ROOT, keda_scaledobject_crd
 from kafka_mirror_dev.manifests import INSTALL_MANIFEST, render_install_manifest
 from tests.helpers.kubectl import kubectl as run_kubectl
+from tests.helpers.worker import wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -29,8 +30,21 @@ def test_kubectl_apply_installs_and_the_kustomize_base_matches_it(
         return run_kubectl(kubectl, bare_apiserver.kubeconfig, *args).stdout
 
     # The README's kubectl path.
-    run("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
-    run("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    crds = REPO_ROOT / "crds"
+    run("apply", "--server-side", "-f", str(crds))
+    # Not `kubectl wait`: it fails instead of waiting on a CRD whose conditions are still null
+    # (seen once, on a CRD another test had just created on the same API server).
+    established = (
+        "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Established')].status} {end}"
+    )
+    wait_for(
+        lambda: (
+            run("get", "-f", str(crds), "-o", established).split()
+            == ["True"] * len(list(crds.glob("*.yaml")))
+        ),
+        60,
+        "the CRDs to be Established",
+    )
     run("apply", "-f", str(INSTALL_MANIFEST))
     deployment = run(
         "get", "deployment", "-n", "kafka-mirror", "kafka-mirror-operator", "-o", "name"
