@@ -6,7 +6,8 @@ pytest-xdist hands its workers the groups with the most tests first (the real no
 three-broker and the ACL clusters'), then single tests in collection order. A test that waits
 for minutes by design (an outage, a backlog of millions) collected late ends the run long after
 the others: those declaring the longest timeouts are therefore collected first. The summary at
-the end says when each worker went idle; the per-test lines go to `.pytest_cache/timeline.tsv`.
+the end says when each worker went idle; the per-test lines go to
+`.pytest_cache/d/timeline/timeline.tsv`.
 """
 
 from __future__ import annotations
@@ -63,17 +64,18 @@ class Timeline:
         if not self.spans:
             return
         began = min(s.start for s in self.spans.values())
+        ordered = sorted(self.spans.items(), key=lambda kv: kv[1].start)
         per_worker: dict[str, list[tuple[str, Span]]] = defaultdict(list)
-        for nodeid, span in sorted(self.spans.items(), key=lambda kv: kv[1].start):
+        for nodeid, span in ordered:
             per_worker[span.worker].append((nodeid, span))
-        lines = [
-            f"{nodeid}\t{span.worker}\t{span.start - began:.1f}\t{span.stop - span.start:.1f}"
-            for nodeid, span in sorted(self.spans.items(), key=lambda kv: kv[1].start)
-        ]
         cache = getattr(config, "cache", None)  # None under `-p no:cacheprovider`
         path = cache.mkdir("timeline") / "timeline.tsv" if cache is not None else None
         if path is not None:
-            path.write_text("test\tworker\tstarted_s\tseconds\n" + "\n".join(lines) + "\n")
+            lines = [
+                f"{nodeid}\t{s.worker}\t{s.start - began:.1f}\t{s.stop - s.start:.1f}\n"
+                for nodeid, s in ordered
+            ]
+            path.write_text("test\tworker\tstarted_s\tseconds\n" + "".join(lines))
         terminalreporter.section("when each worker went idle")
         for worker, spans in sorted(per_worker.items()):
             busy = sum(s.stop - s.start for _, s in spans)
