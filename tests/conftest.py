@@ -262,7 +262,16 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
             except subprocess.TimeoutExpired:
                 print(f"----- {worker.name} did not stop within 30 s of SIGTERM -----")
                 worker.kill()
-        print(f"----- {worker.name} log -----\n{worker.log()[-5000:]}")
+        else:
+            print(f"----- {worker.name} had exited: {worker.process and worker.process.returncode}")
+        # Its own lines first (librdkafka's connection noise can fill any tail), then the tail.
+        own = [line for line in worker.log().splitlines() if not line.startswith("%")]
+        print(
+            f"----- {worker.name} log without librdkafka's lines, the last 60 -----",
+            *own[-60:],
+            sep="\n",
+        )
+        print(f"----- {worker.name} log, the end ({worker.log_path}) -----\n{worker.log()[-3000:]}")
 
 
 @pytest.fixture

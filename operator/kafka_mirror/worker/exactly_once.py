@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from confluent_kafka import (
@@ -46,6 +47,7 @@ COMMIT_SECONDS = 10.0  # for a transaction's commit or abort, its copies all ack
 STUCK_MARGIN_SECONDS = 5.0  # past the timeout given to librdkafka
 DRAIN_WAIT_SECONDS = 0.05  # serving reports while a transaction due waits for its copies
 POSITIONS_SECONDS = 30.0  # reading the committed positions at assignment
+POSITIONS_RETRY_SECONDS = 5.0  # and again, as long as the target did not answer
 
 Key = tuple[str, int]
 
@@ -126,6 +128,9 @@ class ExactlyOnceWorker(MirrorWorker):
         self.target_lost = False  # unreachable after it had answered
         self.target_back = False  # reachable again since
         self.remotes: dict[str, str] = {}  # remote topic → source topic
+        # Assigned, their committed positions not read yet (the target did not answer).
+        self.unpositioned: list[TopicPartition] = []
+        self.positions_asked = 0.0
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -163,6 +168,8 @@ class ExactlyOnceWorker(MirrorWorker):
             self._commit_transaction(COMMIT_SECONDS)
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.poll(0)
+        if self.unpositioned and time.monotonic() - self.positions_asked > POSITIONS_RETRY_SECONDS:
+            self._read_positions(POSITIONS_RETRY_SECONDS)
         # Serves the group's rebalance callbacks (it fetches nothing).
         self.members.poll(0)
 
@@ -304,20 +311,29 @@ class ExactlyOnceWorker(MirrorWorker):
         ]
 
     def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
-        """Resume each partition at its committed position (read stable: a former owner's
-        transaction still open is waited for)."""
         log.info("assigned %d partitions", len(partitions))
         self.members.incremental_assign(partitions)
         self.members.pause(partitions)
         if self.closing:  # handed over while this process leaves: its close gives them on
             return
+        self.unpositioned.extend(partitions)
+        self._read_positions(POSITIONS_SECONDS)
+
+    def _read_positions(self, timeout: float) -> None:
+        """Resume the partitions assigned at their committed positions, read stable (a former
+        owner's transaction still open is waited for). A target just back from an outage may
+        not answer yet: nothing of theirs is copied, and the loop asks again."""
+        self.positions_asked = time.monotonic()
         try:
-            committed = self.members.committed(partitions, timeout=POSITIONS_SECONDS)
+            committed = self.members.committed(self.unpositioned, timeout=timeout)
         except KafkaException as error:
-            # Without the positions nothing may be copied: the process restarts.
-            self._fail(f"cannot read the committed positions: {error}")
+            log.warning("cannot read the committed positions yet (will retry): %s", error)
             return
-        positions = self._source(committed)
+        failed = [tp for tp in committed if tp.error is not None]
+        if failed:
+            log.warning("cannot read the committed positions yet (will retry): %s", failed[0].error)
+        self.unpositioned = failed
+        positions = self._source([tp for tp in committed if tp.error is None])
         self.positions.update(
             {(tp.topic, tp.partition): tp.offset for tp in positions if tp.offset >= 0}
         )
@@ -326,6 +342,7 @@ class ExactlyOnceWorker(MirrorWorker):
     def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Commit what was copied of every partition, then hand these over."""
         log.info("revoked %d partitions", len(partitions))
+        self._drop_unpositioned(partitions)
         if not self.closing:  # closing, the loop's last barrier committed all there was
             self._barrier(None, COMMIT_SECONDS)
         self._release(self._source(partitions))
@@ -334,8 +351,13 @@ class ExactlyOnceWorker(MirrorWorker):
     def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
         """Another worker may own them already: nothing of theirs may commit."""
         log.warning("lost %d partitions: aborting what was not committed", len(partitions))
+        self._drop_unpositioned(partitions)
         self._release(self._source(partitions))
         self._abort("partitions lost")
+
+    def _drop_unpositioned(self, partitions: list[TopicPartition]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self.unpositioned = [tp for tp in self.unpositioned if (tp.topic, tp.partition) not in gone]
 
     def _release(self, partitions: list[TopicPartition]) -> None:
         """Stop copying these; what they copied since the last commit must then be aborted
