@@ -367,14 +367,20 @@ def node_namespace(node_api: client.ApiClient) -> Iterator[str]:
 
 @pytest.fixture
 def node_operator(
-    kube_node: KubeNode, node_api: client.ApiClient, node_namespace: str, tmp_path: Path
+    request: pytest.FixtureRequest,
+    kube_node: KubeNode,
+    node_api: client.ApiClient,
+    node_namespace: str,
+    tmp_path: Path,
 ) -> Iterator[OperatorProcess]:
     """The operator as a local process on the node's API server, its workers and audits pods
-    of the node's image."""
+    of the node's image; a test's `operator_args` marker adds flags (an allow-list, say)."""
     install_crds(node_api)
-    images = ("--worker-image", kube_node.image, "--audit-image", kube_node.audit_image)
+    marker = request.node.get_closest_marker("operator_args")
+    args = ("--worker-image", kube_node.image, "--audit-image", kube_node.audit_image)
+    args += marker.args if marker else ()
     yield from run_operator(
-        OperatorProcess(kube_node.kubeconfig, node_namespace, tmp_path, extra_args=images)
+        OperatorProcess(kube_node.kubeconfig, node_namespace, tmp_path, extra_args=args)
     )
 
 

@@ -36,6 +36,7 @@ def on_kubernetes(spec: KafkaMirrorSpec) -> bool:
 def driver_conf(spec: KafkaMirrorSpec, image: str, config_dir: str) -> dict[str, str]:
     """What the CronJob tells the driver: the executors' image, count, size and template."""
     executors = spec.audit.spark.executors
+    requested = {"spark.kubernetes.executor.request.cores": executors.cpu_request}
     return {
         "spark.kubernetes.container.image": image,
         "spark.kubernetes.container.image.pullPolicy": spec.worker.image_pull_policy,
@@ -44,6 +45,7 @@ def driver_conf(spec: KafkaMirrorSpec, image: str, config_dir: str) -> dict[str,
         "spark.executor.instances": str(executors.instances),
         "spark.executor.cores": str(executors.cores),
         "spark.executor.memory": executors.memory,
+        **{key: value for key, value in requested.items() if value is not None},
     }
 
 

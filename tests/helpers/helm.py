@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from kafka_mirror_dev.builds import REPO_ROOT
 
@@ -23,3 +27,17 @@ def run_helm(helm: Path, home: Path, *args: str, kubeconfig: Path | None = None)
     result = subprocess.run([str(helm), *args], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout
+
+
+def executor_policy(
+    helm: Path, home: Path, release: str, master: str, audit_image: str
+) -> list[dict[str, Any]]:
+    """The chart's admission policy for the audit's executors, where a k8s:// master is allowed."""
+    rendered = run_helm(
+        helm,
+        home,
+        *("template", release, str(CHART), "--show-only", "templates/auditpolicy.yaml"),
+        *("--set", f"auditImage={audit_image}"),
+        *("--set-json", f"allowed.sparkMasters={json.dumps([master])}"),
+    )
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]

@@ -30,7 +30,7 @@ from kafka_mirror.render import build_audit_rbac, build_executor_template
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import export_spark_jars
 from kafka_mirror_dev.processes import free_port
-from tests.helpers.helm import CHART, run_helm
+from tests.helpers.helm import executor_policy
 from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import wait_for, wait_until_mirrored, worker_config
@@ -116,24 +116,6 @@ def audit(config_path: Path, master: str, conf: dict[str, str], env: dict[str, s
     return json.loads(done.stdout)
 
 
-def executor_policy(helm: Path, home: Path, release: str, master: str) -> list[dict[str, Any]]:
-    """The chart's admission policy for the audit's executors, where a k8s:// master is allowed."""
-    rendered = run_helm(
-        helm,
-        home,
-        "template",
-        release,
-        str(CHART),
-        "--show-only",
-        "templates/auditpolicy.yaml",
-        "--set",
-        f"auditImage={IMAGE}",
-        "--set-json",
-        f"allowed.sparkMasters={json.dumps([master])}",
-    )
-    return [doc for doc in yaml.safe_load_all(rendered) if doc]
-
-
 def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
     kube_api: client.ApiClient,
     kube_apiserver: KubeApiServer,
@@ -201,7 +183,7 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
         return "" if done.returncode == 0 else done.stderr
 
     # The chart's admission policy for a k8s:// master, in force once a wrong image is refused.
-    policy = executor_policy(helm, tmp_path / "helm", unique("release"), master)
+    policy = executor_policy(helm, tmp_path / "helm", unique("release"), master, IMAGE)
     for document in policy:
         apply(kube_api, document)
     foreign = {"containers": [{"name": "x", "image": "busybox", "command": ["sh"]}]}

@@ -30,7 +30,12 @@ def spec(master: str = MASTER) -> KafkaMirrorSpec:
             "source": {"alias": "A", "bootstrapServers": "kafka-a:9092"},
             "target": {"alias": "B", "bootstrapServers": "kafka-b:9092"},
             "worker": {"nodeSelector": {"pool": "mirrors"}},
-            "audit": {"spark": {"master": master, "executors": {"instances": 3, "memory": "2g"}}},
+            "audit": {
+                "spark": {
+                    "master": master,
+                    "executors": {"instances": 3, "memory": "2g", "cpuRequest": "250m"},
+                }
+            },
         }
     )
 
@@ -47,6 +52,7 @@ def test_the_driver_is_told_the_executors_image_count_size_and_template() -> Non
     conf = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
     assert conf["spark.kubernetes.container.image"] == "registry/audit:1"
     assert conf["spark.executor.instances"] == "3" and conf["spark.executor.memory"] == "2g"
+    assert conf["spark.kubernetes.executor.request.cores"] == "250m"
     assert conf["spark.kubernetes.executor.podTemplateFile"] == f"{CONFIG_DIR}/executor-pod.yaml"
     pod_env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert pod_env == render_spark.POD_ENV

@@ -148,6 +148,15 @@ class TopicConfigSync(ApiModel):
     )
 
 
+# Kubernetes' own quantity syntax (as kubebuilder writes it for resource.Quantity): a looser
+# pattern lets "1.2.3Gi" through to the Deployment, which the API server then fails with a 500.
+QUANTITY = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
+
+
 class SparkExecutors(ApiModel):
     """The executor pods of the audit on Spark on Kubernetes."""
 
@@ -155,6 +164,11 @@ class SparkExecutors(ApiModel):
     cores: Annotated[int, Field(ge=1, le=16)] = Field(default=1, description="Cores of each.")
     memory: Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}[mg]$")] = Field(
         default="1g", description="Java heap of each (Spark's `512m`, `2g`)."
+    )
+    cpu_request: Quantity | None = Field(
+        default=None,
+        description="CPU each executor pod requests (`500m`, say); by default `cores`, which a "
+        "small node may not have room for.",
     )
 
 
@@ -206,15 +220,6 @@ class Toleration(ApiModel):
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
-
-
-# Kubernetes' own quantity syntax (as kubebuilder writes it for resource.Quantity): a looser
-# pattern lets "1.2.3Gi" through to the Deployment, which the API server then fails with a 500.
-QUANTITY = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
 
 
 class Resources(ApiModel):

@@ -1,0 +1,167 @@
+"""The audit on Spark on Kubernetes on the real node: the CronJob's pod is Spark's driver, the
+kubelet runs the executor pods it asks for (under the chart's admission policy), they reach the
+driver over the pod network and Kafka at the bridge address. The verdict and counts equal local
+mode's on the same million records; the executors are deleted when the run succeeds, stop when
+their driver is killed, and go with its pod. Both runs are timed (docs/audit.md)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from kafka_mirror.kube import apply
+from kafka_mirror.render import audit_cronjob_name
+from kafka_mirror_dev import pods
+from kafka_mirror_dev.apiserver import KUBERNETES_SERVICE_IP
+from kafka_mirror_dev.node import KubeNode
+from tests.helpers.helm import executor_policy
+from tests.helpers.kafka import create_topics, unique
+from tests.helpers.matrix import traffic
+from tests.helpers.node import NodeStack
+from tests.helpers.objects import mirror, selection, status_of
+from tests.helpers.worker import group_offsets, wait_for, wait_while_advancing
+
+# The node's pods have no DNS: the `kubernetes` Service by its address (in the API server's
+# certificate).
+MASTER = f"k8s://https://{KUBERNETES_SERVICE_IP}:443"
+RECORDS = 1_000_000
+EXECUTORS = 2
+NAME = "audited"
+EXECUTOR_PODS = "spark-role=executor"
+COUNTS = ("result", "recordsChecked", "missing", "duplicates", "altered", "lostToRetention")
+
+pytestmark = [pytest.mark.kafka, pytest.mark.kube, pytest.mark.node, pytest.mark.spark]
+
+
+class ExecutorWatch(threading.Thread):
+    """Every executor pod seen in the namespace while it runs: name → (image, owner, phase)."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.core, self.namespace = core, namespace
+        self.seen: dict[str, tuple[str, str, str]] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            for pod in self.core.list_namespaced_pod(
+                self.namespace, label_selector=EXECUTOR_PODS
+            ).items:
+                owners = pod.metadata.owner_references or []
+                owner = owners[0].name if owners else ""
+                image = pod.spec.containers[0].image
+                self.seen[pod.metadata.name] = (image, owner, pod.status.phase)
+
+    def end(self) -> dict[str, tuple[str, str, str]]:
+        self.done.set()
+        self.join(10)
+        return self.seen
+
+
+def executors(core: client.CoreV1Api, namespace: str) -> list[Any]:
+    return list(core.list_namespaced_pod(namespace, label_selector=EXECUTOR_PODS).items)
+
+
+@pytest.mark.operator_args("--allowed-spark-master", MASTER)
+@pytest.mark.timeout(1800)
+def test_the_audit_runs_executor_pods_on_the_node_and_leaves_none(
+    node_stack: NodeStack, kube_node: KubeNode, helm: Path, tmp_path: Path
+) -> None:
+    api, namespace, a = node_stack.api, node_stack.namespace, node_stack.kafka_a
+    core = client.CoreV1Api(api)
+    for document in executor_policy(
+        helm, tmp_path / "helm", unique("release"), MASTER, kube_node.audit_image
+    ):
+        apply(api, document)
+    topic = unique("audited")
+    create_topics(a.bootstrap_servers, [topic], partitions=8)
+    assert traffic(a, topic, tmp_path, "records", rate=150_000, count=RECORDS).finish().failed == 0
+    audit: dict[str, Any] = {"schedule": "0 0 1 1 *", "spark": {"master": "local[2]"}}
+    source = {"bootstrapServers": a.bootstrap_servers}
+    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
+    apply(api, mirror(NAME, namespace, source, target, audit=audit))
+    apply(api, selection(f"{NAME}-topics", namespace, NAME, [re.escape(topic)]))
+    wait_while_advancing(
+        lambda: sum(group_offsets(a, f"kafka-mirror.{namespace}.{NAME}").values()),
+        RECORDS,
+        120,
+        "the worker to copy the topic",
+        every=1,
+    )
+    cronjob = audit_cronjob_name(NAME)
+
+    def run_audit() -> tuple[dict[str, Any], float]:
+        started = time.monotonic()
+        succeeded, log = node_stack.pods.run_cronjob(cronjob, timeout=900)
+        took = time.monotonic() - started
+        assert succeeded, log[-4000:]
+        return status_of(api, namespace, NAME)["lastAudit"], took
+
+    local, local_took = run_audit()
+    assert local["result"] == "Passed" and local["recordsChecked"] == RECORDS, local
+
+    # The same mirror on executor pods, auditing everything again.
+    audit["spark"] = {"master": MASTER, "executors": {"instances": EXECUTORS, "cpuRequest": "250m"}}
+    audit["fullAuditRequest"] = "on-executors"
+    apply(api, mirror(NAME, namespace, source, target, audit=audit))
+
+    def rendered() -> bool:
+        job = client.BatchV1Api(api).read_namespaced_cron_job(cronjob, namespace)
+        args = job.spec.job_template.spec.template.spec.containers[0].args
+        return MASTER in args and "--full-request=on-executors" in args
+
+    wait_for(rendered, 60, "the CronJob rendered for executor pods")
+    watch = ExecutorWatch(core, namespace)
+    watch.start()
+    on_pods, pods_took = run_audit()
+    seen = watch.end()
+    print(
+        f"the audit of {RECORDS:,} records, from the job's creation to its end: "
+        f"local[2] {local_took:.0f} s, {EXECUTORS} executor pods {pods_took:.0f} s"
+    )
+    assert len(seen) >= EXECUTORS, seen
+    assert {image for image, _, _ in seen.values()} == {kube_node.audit_image}, seen
+    assert "Running" in {phase for _, _, phase in seen.values()}, seen
+    assert {k: on_pods[k] for k in COUNTS} == {k: local[k] for k in COUNTS}, (on_pods, local)
+    wait_for(
+        lambda: not executors(core, namespace),
+        60,
+        lambda: f"no executor pod left: {[p.metadata.name for p in executors(core, namespace)]}",
+    )
+
+    # A run whose driver is killed (as the OOM killer does) while its executors work; the Job
+    # then runs a second driver (backoffLimit 1), whose executors Spark deletes again.
+    runner = threading.Thread(target=pods.run_now, args=(api, namespace, cronjob, 900))
+    runner.start()
+    wait_for(
+        lambda: any(p.status.phase == "Running" for p in executors(core, namespace)),
+        180,
+        "executor pods running",
+    )
+    (driver,) = {p.metadata.owner_references[0].name for p in executors(core, namespace)}
+    orphans = {p.metadata.name for p in executors(core, namespace)}
+    node_stack.pods.kill_process(core.read_namespaced_pod(driver, namespace))
+
+    def stopped() -> bool:
+        """Every executor of the killed driver has ended (or is gone already)."""
+        left = [p for p in executors(core, namespace) if p.metadata.name in orphans]
+        return all(p.status.phase in ("Succeeded", "Failed") for p in left)
+
+    wait_for(stopped, 120, "the killed driver's executors to stop on their own")
+    runner.join(900)
+    # The Jobs removed, as the CronJob's history limit removes them: the garbage collector takes
+    # the drivers' pods and, with them, the executor pods they own.
+    batch = client.BatchV1Api(api)
+    for job in batch.list_namespaced_job(namespace).items:
+        batch.delete_namespaced_job(job.metadata.name, namespace, propagation_policy="Background")
+    wait_for(
+        lambda: not executors(core, namespace),
+        120,
+        lambda: f"no executor pod left: {[p.metadata.name for p in executors(core, namespace)]}",
+    )
