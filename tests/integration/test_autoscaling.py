@@ -174,3 +174,75 @@ def test_a_backlog_of_millions_drains_faster_autoscaled_and_the_workers_come_bac
         print(f"{alias}: {report}")
         assert report.missing == 0 and report.unexpected == 0, report
         assert report.duplicates == 0, report
+
+
+BURSTS = 3
+BURST = 1_200_000  # 150,000 records a partition: seven times the target, for seconds
+LOW_SECONDS = 15  # between bursts, caught up: shorter than the window, so never a whole one
+
+
+def test_a_load_oscillating_around_the_target_does_not_flap_the_workers(
+    node_stack: NodeStack, tmp_path: Path
+) -> None:
+    """Bursts that take the lag far above the target, each drained and followed by a quiet
+    spell shorter than the window: the workers step up once, never down while the bursts come
+    (each breaks the window of low readings), and down once after they stop."""
+    api, namespace, a = node_stack.api, node_stack.namespace, node_stack.kafka_a
+    topic = unique("oscillating")
+    create_topics(a.bootstrap_servers, [topic], partitions=PARTITIONS)
+    policy = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "targetLagPerPartition": 20_000,
+        "scaleDownWindowSeconds": 60,
+    }
+    source = {"bootstrapServers": a.bootstrap_servers}
+    target = {"bootstrapServers": node_stack.kafka_b.bootstrap_servers}
+    apply(api, mirror("oscillating", namespace, source, target, worker=WORKER, autoscaling=policy))
+    apply(api, selection("oscillating-topics", namespace, "oscillating", [re.escape(topic)]))
+    group = f"kafka-mirror.{namespace}.oscillating"
+    reasons: list[str] = []
+
+    def reason() -> str:
+        found = status_of(api, namespace, "oscillating").get("autoscaling") or {}
+        reasons.append(str(found.get("reason", "")))
+        return reasons[-1]
+
+    def copied() -> int:
+        reason()  # the readings while a burst drains too
+        return sum(group_offsets(a, group).values())
+
+    wait_for(lambda: bool(reason()), 120, "the autoscaler's first reading")
+    started = time.monotonic()
+    for burst in range(BURSTS):
+        produced = traffic(a, topic, tmp_path, f"burst{burst}", rate=150_000, count=BURST)
+        assert produced.finish().failed == 0
+        wait_while_advancing(
+            copied,
+            (burst + 1) * BURST,
+            120,
+            f"burst {burst + 1} copied",
+            every=1,
+        )
+        quiet_until = time.monotonic() + LOW_SECONDS
+        while time.monotonic() < quiet_until:  # the load's shape, not a wait for an outcome
+            reason()
+            time.sleep(1)
+    elapsed = time.monotonic() - started
+    events = client.CoreV1Api(api).list_namespaced_event(namespace).items
+    scaled = [e.message for e in events if e.reason == "Scaled"]
+    assert not [m for m in scaled if m.startswith("workers scaled down")], scaled
+    # Up at once, though not again within the pause that lets new workers take partitions.
+    assert 1 <= len(scaled) <= 1 + elapsed // SCALE_UP_PAUSE_SECONDS, (elapsed, scaled)
+    # It did oscillate around the target: readings above it and readings asking for fewer.
+    assert any("records per partition" in r and "wanted" not in r for r in reasons), reasons
+    assert any("wanted if the load stays low" in r for r in reasons), reasons
+    apps = client.AppsV1Api(api)
+    wait_for(
+        lambda: (
+            apps.read_namespaced_deployment(worker_name("oscillating"), namespace).spec.replicas
+            == 1
+        ),
+        120,
+        lambda: f"the step down once the bursts stopped: {reason()}",
+    )
