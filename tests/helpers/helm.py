@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
 
 from kafka_mirror_dev.builds import REPO_ROOT
 
@@ -41,3 +42,14 @@ def executor_policy(
         *("--set-json", f"allowed.sparkMasters={json.dumps([master])}"),
     )
     return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def delete_policy(api: client.ApiClient, documents: list[dict[str, Any]]) -> None:
+    """Delete what `executor_policy` rendered (cluster-wide objects: they outlive a namespace)."""
+    admission = client.AdmissionregistrationV1Api(api)
+    for document in documents:
+        name = document["metadata"]["name"]
+        if document["kind"] == "ValidatingAdmissionPolicyBinding":
+            admission.delete_validating_admission_policy_binding(name)
+        else:
+            admission.delete_validating_admission_policy(name)

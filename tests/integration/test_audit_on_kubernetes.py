@@ -30,7 +30,7 @@ from kafka_mirror.render import build_audit_rbac, build_executor_template
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import export_spark_jars
 from kafka_mirror_dev.processes import free_port
-from tests.helpers.helm import executor_policy
+from tests.helpers.helm import delete_policy, executor_policy
 from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import wait_for, wait_until_mirrored, worker_config
@@ -228,13 +228,7 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
             assert reason in refusal, (changes, refusal)
     finally:
         kubelet.end()
-        for document in policy:
-            kind = document["kind"]
-            admission = client.AdmissionregistrationV1Api(kube_api)
-            if kind == "ValidatingAdmissionPolicyBinding":
-                admission.delete_validating_admission_policy_binding(document["metadata"]["name"])
-            else:
-                admission.delete_validating_admission_policy(document["metadata"]["name"])
+        delete_policy(kube_api, policy)
     local = audit(config_path, "local[2]", {}, {})
 
     assert len(kubelet.started) >= EXECUTORS, kubelet.started

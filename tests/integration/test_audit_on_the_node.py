@@ -20,7 +20,7 @@ from kafka_mirror.render import audit_cronjob_name
 from kafka_mirror_dev import pods
 from kafka_mirror_dev.apiserver import KUBERNETES_SERVICE_IP
 from kafka_mirror_dev.node import KubeNode
-from tests.helpers.helm import executor_policy
+from tests.helpers.helm import delete_policy, executor_policy
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.matrix import traffic
 from tests.helpers.node import NodeStack
@@ -73,12 +73,22 @@ def executors(core: client.CoreV1Api, namespace: str) -> list[Any]:
 def test_the_audit_runs_executor_pods_on_the_node_and_leaves_none(
     node_stack: NodeStack, kube_node: KubeNode, helm: Path, tmp_path: Path
 ) -> None:
+    api = node_stack.api
+    policy = executor_policy(
+        helm, tmp_path / "helm", unique("release"), MASTER, kube_node.audit_image
+    )
+    for document in policy:
+        apply(api, document)
+    try:
+        drill(node_stack, kube_node, tmp_path)
+    finally:
+        delete_policy(api, policy)
+
+
+def drill(node_stack: NodeStack, kube_node: KubeNode, tmp_path: Path) -> None:
+    """Local mode, then executor pods, on the same records; then a run whose driver is killed."""
     api, namespace, a = node_stack.api, node_stack.namespace, node_stack.kafka_a
     core = client.CoreV1Api(api)
-    for document in executor_policy(
-        helm, tmp_path / "helm", unique("release"), MASTER, kube_node.audit_image
-    ):
-        apply(api, document)
     topic = unique("audited")
     create_topics(a.bootstrap_servers, [topic], partitions=8)
     assert traffic(a, topic, tmp_path, "records", rate=150_000, count=RECORDS).finish().failed == 0
