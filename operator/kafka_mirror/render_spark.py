@@ -36,8 +36,7 @@ def on_kubernetes(spec: KafkaMirrorSpec) -> bool:
 def driver_conf(spec: KafkaMirrorSpec, image: str, config_dir: str) -> dict[str, str]:
     """What the CronJob tells the driver: the executors' image, count, size and template."""
     executors = spec.audit.spark.executors
-    requested = {"spark.kubernetes.executor.request.cores": executors.cpu_request}
-    return {
+    conf = {
         "spark.kubernetes.container.image": image,
         "spark.kubernetes.container.image.pullPolicy": spec.worker.image_pull_policy,
         "spark.kubernetes.executor.podTemplateFile": f"{config_dir}/{EXECUTOR_TEMPLATE}",
@@ -45,8 +44,10 @@ def driver_conf(spec: KafkaMirrorSpec, image: str, config_dir: str) -> dict[str,
         "spark.executor.instances": str(executors.instances),
         "spark.executor.cores": str(executors.cores),
         "spark.executor.memory": executors.memory,
-        **{key: value for key, value in requested.items() if value is not None},
     }
+    if executors.cpu_request is not None:  # else Spark requests `cores` whole CPUs
+        conf["spark.kubernetes.executor.request.cores"] = executors.cpu_request
+    return conf
 
 
 def pod_conf(environ: dict[str, str]) -> dict[str, str]:
