@@ -69,6 +69,14 @@ def executors(core: client.CoreV1Api, namespace: str) -> list[Any]:
     return list(core.list_namespaced_pod(namespace, label_selector=EXECUTOR_PODS).items)
 
 
+def none_left(core: client.CoreV1Api, namespace: str, timeout: float) -> None:
+    wait_for(
+        lambda: not executors(core, namespace),
+        timeout,
+        lambda: f"no executor pod left: {[p.metadata.name for p in executors(core, namespace)]}",
+    )
+
+
 @pytest.mark.operator_args("--allowed-spark-master", MASTER)
 @pytest.mark.timeout(1800)
 def test_the_audit_runs_executor_pods_on_the_node_and_leaves_none(
@@ -143,14 +151,10 @@ def drill(node_stack: NodeStack, kube_node: KubeNode, tmp_path: Path) -> None:
     # Owned by the driver, the Job's pod: they go with it, however the run ends.
     assert all(owner.startswith(f"{cronjob}-manual-") for _, owner in seen.values()), seen
     assert {k: on_pods[k] for k in COUNTS} == {k: local[k] for k in COUNTS}, (on_pods, local)
-    wait_for(
-        lambda: not executors(core, namespace),
-        60,
-        lambda: f"no executor pod left: {[p.metadata.name for p in executors(core, namespace)]}",
-    )
+    none_left(core, namespace, 60)
 
     # A run whose driver is killed (as the OOM killer does) while its executors work; the Job
-    # then runs a second driver (backoffLimit 1), whose executors Spark deletes again.
+    # then runs a second driver (backoffLimit 1).
     runner = threading.Thread(target=pods.run_now, args=(api, namespace, cronjob, 900))
     runner.start()
     wait_for(
@@ -174,8 +178,4 @@ def drill(node_stack: NodeStack, kube_node: KubeNode, tmp_path: Path) -> None:
     batch = client.BatchV1Api(api)
     for job in batch.list_namespaced_job(namespace).items:
         batch.delete_namespaced_job(job.metadata.name, namespace, propagation_policy="Background")
-    wait_for(
-        lambda: not executors(core, namespace),
-        120,
-        lambda: f"no executor pod left: {[p.metadata.name for p in executors(core, namespace)]}",
-    )
+    none_left(core, namespace, 120)
