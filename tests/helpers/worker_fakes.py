@@ -306,7 +306,7 @@ def fake_worker(clients: FakeClients, **settings: Any) -> MirrorWorker:
 def loop_once(worker: MirrorWorker) -> None:
     """One round of the worker's loop, as `MirrorWorker.run` goes round."""
     if worker.producer_failure is not None:
-        worker._replace_producer(worker.producer_failure)
+        worker._replace_producer()
     if worker.partitions.backlog:
         batch, worker.partitions.backlog = worker.partitions.backlog, []
         worker.sender.send(batch)

@@ -124,6 +124,22 @@ def test_write_denied_stops_every_partition_of_the_topic_at_once() -> None:
         )
 
 
+def test_the_fatal_error_raised_after_the_callback_named_the_partition_keeps_its_name() -> None:
+    """librdkafka hands the refused partition to the error callback once (served by a flush,
+    say); produce() and flush() then raise a bare "Fatal error". That must not take the named
+    reason's place, or the topic is re-sent through a new producer that fails again."""
+    worker, clients = mirror(records=20)
+    for p in range(PARTITIONS):
+        worker.sender.send(batch(p, range(10)))
+    clients.producer.failed = True
+    clients.producer.queue.clear()  # lost with the producer
+    worker._client_failed("target", fatal(1, DENIED))  # the error callback
+    worker.sender.send(batch(0, range(10, 20)))  # produce() raises "Fatal error"
+    mirror_on(worker, clients, rounds=10)
+
+    assert set(stops(worker)) == set(range(PARTITIONS)) and replaced(worker) == 1
+
+
 def test_a_record_the_target_refuses_stops_its_partition_alone() -> None:
     worker, clients = mirror(records=20)
     for p in range(PARTITIONS):

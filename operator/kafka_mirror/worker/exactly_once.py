@@ -185,9 +185,10 @@ class ExactlyOnceWorker(MirrorWorker):
         if (message.topic(), message.partition()) in owned:
             super()._consume_event(message, error)
 
-    def _replace_producer(self, reason: str) -> None:
+    def _replace_producer(self) -> None:
         """A failed transactional producer (fenced, or its transaction timed out): a new one
         fences it for good, and everything uncommitted is copied again."""
+        reason = self.producer_failure or "the producer failed"
         log.warning("replacing the transactional producer: %s", reason)
         try:
             old = self.clients.renew_producer()

@@ -160,7 +160,7 @@ class MirrorWorker:
     def _client_failed(self, cluster: str, message: str) -> None:
         """An idempotent producer could no longer keep records in order."""
         if cluster == "target":
-            self.producer_failure = message
+            self._producer_failed(message)
         else:
             self._fail(f"the offset-sync producer failed: {message}")
 
@@ -194,7 +194,7 @@ class MirrorWorker:
                     if took is not None:
                         self.metrics.task_seconds.labels(task.name).observe(took)
                 if self.producer_failure is not None:
-                    self._replace_producer(self.producer_failure)
+                    self._replace_producer()
                 if self.partitions.backlog:
                     batch, self.partitions.backlog = self.partitions.backlog, []
                     self.sender.send(batch)
@@ -237,7 +237,7 @@ class MirrorWorker:
         # librdkafka's fatal error surfaces as an exception from poll, and as a SystemError
         # from the next callback that runs while it is pending.
         except (KafkaException, SystemError) as error:
-            self.producer_failure = str(error)
+            self._producer_failed(str(error))
         self.partitions.rewind_refused()
         if self.clients.syncs_producer is not self.clients.producer:
             self.clients.syncs_producer.poll(0)
@@ -265,11 +265,17 @@ class MirrorWorker:
         self.partitions.reached_end(message)
 
     def _producer_failed(self, reason: str) -> None:
-        self.producer_failure = reason  # the loop replaces it, then goes on
+        """Note why the producer failed; the loop replaces it, then goes on. librdkafka names
+        the refused partition once, in its error callback; the "Fatal error" that produce() and
+        flush() raise after it must not take that place."""
+        if self.producer_failure is None or FAILED_PARTITION.search(reason):
+            self.producer_failure = reason
 
-    def _replace_producer(self, reason: str) -> None:
+    def _replace_producer(self) -> None:
         """Give up on the producer: each partition with records waiting is consumed again from
         its first unacknowledged record, through a new producer."""
+        self._serve_reports(0)  # the error callback's reason may wait in its queue still
+        reason = self.producer_failure or "the producer failed"
         log.warning("replacing the producer and re-sending what it held: %s", reason)
         self.metrics.errors.labels("producer replaced").inc()
         self.producer_failure = None
