@@ -35,6 +35,7 @@ from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 pytest_plugins = [
     "tests.helpers.tenant",  # a tenant's identity and the operator guarding it
+    "tests.helpers.failures",  # each failure's reason as it happens (CI shows part of the output)
     "tests.helpers.timeline",  # the `long` tests, the order that keeps the suite short, and
     # when each worker went idle
 ]
