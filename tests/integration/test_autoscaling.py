@@ -115,7 +115,7 @@ def test_waiting_records_scale_the_workers_up_and_a_caught_up_mirror_back_down(
 
 # On the node: real worker pods, each held to a quarter of a core (as a production pod has a
 # limit), so that more of them drain faster even on this two-core machine.
-BACKLOG = 2_000_000
+BACKLOG = 3_000_000
 WORKER = {"resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "250m"}}}
 
 
