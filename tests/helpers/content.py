@@ -99,14 +99,42 @@ def check_content(
     `target` (`remote_topics`: source topic → remote topic), every partition from its log start
     to its end offset when it is read (`local_only`: see above). Run it once the mirror has
     caught up."""
-    started = time.monotonic()
     report = ContentReport()
+    for topic, remote in sorted(remote_topics.items()):
+        _check_copies(source, target, topic, {remote: report}, examples, local_only)
+    return report
+
+
+def check_copies(
+    source: str, target: str, topic: str, remotes: Sequence[str], examples: int = 5
+) -> dict[str, ContentReport]:
+    """`check_content` of one source topic against several copies of it on `target` (mirrors
+    of it under different aliases), each judged on its own, the source read once."""
+    reports = {remote: ContentReport() for remote in remotes}
+    _check_copies(source, target, topic, reports, examples, local_only=False)
+    return reports
+
+
+def _check_copies(
+    source: str,
+    target: str,
+    topic: str,
+    reports: Mapping[str, ContentReport],
+    examples: int,
+    local_only: bool,
+) -> None:
+    """Add to each remote topic's report what its partitions hold against `topic`'s."""
+    started = time.monotonic()
     source_reader, target_reader = _reader(source), _reader(target)
     try:
-        for topic, remote in sorted(remote_topics.items()):
-            partitions = _partitions(source_reader, topic) | _partitions(target_reader, remote)
-            for partition in sorted(partitions):
-                counts = _source_counts(report, source_reader, topic, partition, local_only)
+        partitions = _partitions(source_reader, topic)
+        for remote in reports:
+            partitions |= _partitions(target_reader, remote)
+        for partition in sorted(partitions):
+            source_counts = _source_counts(source_reader, topic, partition, local_only)
+            for remote, report in reports.items():
+                counts = dict(source_counts)
+                report.source_records += sum(counts.values())
                 _match_target(
                     report, target_reader, remote, partition, counts, examples, local_only
                 )
@@ -120,8 +148,8 @@ def check_content(
     finally:
         source_reader.close()
         target_reader.close()
-    report.seconds = time.monotonic() - started
-    return report
+    for report in reports.values():
+        report.seconds += time.monotonic() - started
 
 
 def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
@@ -145,13 +173,12 @@ def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
 
 
 def _source_counts(
-    report: ContentReport, reader: Consumer, topic: str, partition: int, local_only: bool
+    reader: Consumer, topic: str, partition: int, local_only: bool
 ) -> dict[bytes, int]:
     counts: dict[bytes, int] = {}
     for message in _read(reader, topic, partition, _own if local_only else None):
         digest = content_digest(message.key(), message.value(), _headers(message), _time(message))
         counts[digest] = counts.get(digest, 0) + 1
-        report.source_records += 1
     return counts
 
 

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror_dev.kafka import LocalKafka
-from tests.helpers.content import ContentReport, Place, check_content
+from tests.helpers.content import ContentReport, Place, check_content, check_copies
 from tests.helpers.kafka import (
     Record,
     admin_for,
@@ -106,10 +106,12 @@ def test_the_content_check_finds_missing_duplicated_and_unexpected_records(
     topic = unique("content")
     remote = f"{topic}.A"
     create_topics(stack.kafka_a.bootstrap_servers, [topic], partitions=3)
-    create_topics(stack.kafka_b.bootstrap_servers, [remote], partitions=3)
+    twin = f"{topic}.T"  # a second mirror's exact copy, left as it is
+    create_topics(stack.kafka_b.bootstrap_servers, [remote, twin], partitions=3)
     produce(stack.kafka_a.bootstrap_servers, topic, records(300, partitions=3))  # record i on i % 3
     source = {read.key: read for read in consume(stack.kafka_a.bootstrap_servers, topic, 300)}
-    produce(stack.kafka_b.bootstrap_servers, remote, [mirrored(r) for r in source.values()])
+    for copy in (remote, twin):
+        produce(stack.kafka_b.bootstrap_servers, copy, [mirrored(r) for r in source.values()])
 
     def check() -> ContentReport:
         report = check_content(
@@ -137,6 +139,15 @@ def test_the_content_check_finds_missing_duplicated_and_unexpected_records(
     assert set(report.first_missing) == {Place(topic, 1, 100), Place(topic, 0, k0.offset or 0)}
     assert report.first_duplicates == [Place(remote, 2, 100)]
     assert report.first_unexpected == [Place(remote, 1, 100)]
+
+    # Both copies checked with the source read once: each judged on its own, as if alone.
+    both = check_copies(
+        stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers, topic, [remote, twin]
+    )
+    faults = {name: (r.missing, r.duplicates, r.unexpected) for name, r in both.items()}
+    assert faults == {remote: (2, 1, 1), twin: (2, 0, 0)}, both
+    assert both[remote].first_missing == report.first_missing
+    assert [(r.source_records, r.target_records) for r in both.values()] == [(302, 302), (302, 300)]
 
 
 class AckedWrites:
