@@ -17,7 +17,7 @@ from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
 from kafka_mirror_dev.kafka import LocalKafka
-from tests.helpers.content import check_content
+from tests.helpers.content import ContentReport, check_content
 from tests.helpers.kafka import admin_for, end_offsets, produce, records
 from tests.helpers.worker import (
     WorkerProcess,
@@ -152,6 +152,7 @@ def audit_and_record(
     report = audited(config, spark, total)
     assert report.duplicates <= bound, (report.duplicates, bound)
     outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))
+    return report
 
 
 def producers_replaced(worker: WorkerProcess) -> float:
@@ -185,9 +186,10 @@ def verify(
     bound: int,
     recovery: float,
     audit: bool = True,
-) -> None:
+) -> ContentReport:
     """The independent content check of `topics` (remote topics under the suffix policy, alias
-    A), then our audit; no worker exited; figures recorded."""
+    A), then our audit; no worker exited; figures recorded. Returns the content check's
+    report."""
     total = settle(source, config, topics)
     report = check_content(
         source.bootstrap_servers, target.bootstrap_servers, {t: f"{t}.A" for t in topics}
@@ -204,3 +206,4 @@ def verify(
     for worker in workers:
         assert worker.running(), f"{worker.name} exited:\n{worker.log()[-3000:]}"
     outcomes.append(Outcome(fault, total, report.missing, report.duplicates, bound, recovery))
+    return report

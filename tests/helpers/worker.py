@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
@@ -180,6 +186,8 @@ def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) 
             "bootstrap.servers": cluster.bootstrap_servers,
             "group.id": unique(),
             "enable.auto.commit": False,
+            # Ends a partition whose last offsets are no records (transaction markers).
+            "enable.partition.eof": True,
         }
     )
     consumer.assign([TopicPartition(topic, partition, start)])
@@ -189,7 +197,11 @@ def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) 
     try:
         while last < end - 1 and time.monotonic() < deadline:
             for m in consumer.consume(5000, timeout=0.5):
-                if m.error() is not None:
+                error = m.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    last = max(last, (m.offset() or 0) - 1)  # nothing before it left to read
+                    continue
+                if error is not None:
                     continue  # a passing fetch error; the deadline bounds the wait
                 last = m.offset() or 0
                 out.append(

@@ -242,6 +242,13 @@ class FakeProducer:
         self.reports += [(c, error, -1) for _p, _u, c in self.queue if c is not None]
         self.queue.clear()
 
+    # A transactional producer's (exactly once): aborting purges what it held.
+    def begin_transaction(self) -> None:
+        pass
+
+    def abort_transaction(self, timeout: float = 0) -> None:
+        self.purge()
+
     def list_topics(self, *args: Any, **kwargs: Any) -> None:
         self.unknown.clear()
 
@@ -254,6 +261,17 @@ class FakeReader:
 class FakeAdmin:
     def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
         return {}  # no size limit known: the loop checks none
+
+
+class FakeMembers:
+    """The exactly-once workers' group on the target, as a worker that is never rebalanced
+    sees it."""
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        pass
+
+    def poll(self, timeout: float = 0) -> None:
+        pass
 
 
 class FakeClients:
@@ -272,6 +290,7 @@ class FakeClients:
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
         self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
+        self.members = FakeMembers()  # the exactly-once workers' group on the target
 
     def renew_producer(self, linger_ms: int | None = None) -> FakeProducer:
         old, self.producer = self.producer, FakeProducer(self.target, self.capacity, self.remote)
@@ -282,7 +301,9 @@ class FakeClients:
         self.consumer.close()
 
 
-def fake_worker(clients: FakeClients, **settings: Any) -> MirrorWorker:
+def fake_worker(
+    clients: FakeClients, worker_class: type[MirrorWorker] = MirrorWorker, **settings: Any
+) -> MirrorWorker:
     """A worker from A to B on `clients`, mirroring TOPIC to `clients.remote`, every partition
     assigned; `settings` add to (or replace) its configuration file's."""
     with tempfile.NamedTemporaryFile(dir=CONFIG_FILES.name, suffix=".yaml", delete=False) as file:
@@ -295,7 +316,7 @@ def fake_worker(clients: FakeClients, **settings: Any) -> MirrorWorker:
         **settings,
     }
     path.write_text(yaml.safe_dump(config))
-    worker = MirrorWorker(path, WorkerMetrics(), lambda *_args: clients)  # type: ignore[arg-type]
+    worker = worker_class(path, WorkerMetrics(), lambda *_args: clients)  # type: ignore[arg-type]
     worker.topics.plan = TopicPlan({TOPIC: clients.remote}, [])
     worker.topics.remote_partitions = {clients.remote: PARTITIONS}
     worker._subscribe([TOPIC])

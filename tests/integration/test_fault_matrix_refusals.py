@@ -6,7 +6,8 @@ metadata, which the operator shows as `partitionProblems`, and in
 `kafka_mirror_partition_problem`); the other topics keep mirroring; the worker neither exits nor
 replaces its producer over and over. Undoing the change on the target lets the topic resume by
 itself at its retry (30 s after the stop), and the independent content check and our audit find
-nothing missing. The figures are printed as a table (docs/reliability.md has a run's)."""
+nothing missing. The figures are printed as a table (docs/reliability.md has a run's). The
+compacted topic is tried exactly once too, where a refused record fails its whole transaction."""
 
 from __future__ import annotations
 
@@ -113,6 +114,7 @@ def one_topic_refused(
     undo: Callable[[str], None],
     reason: str,
     keyed: bool = True,
+    delivery: str = "atLeastOnce",
 ) -> tuple[dict[str, Any], list[str], WorkerProcess, int, float]:
     """Three topics mirrored while the generator writes to them; `refuse` (given the remote
     topic) makes the target refuse the second one's records, `undo` takes that back after
@@ -124,7 +126,7 @@ def one_topic_refused(
     topics = [f"{prefix}.{name}" for name in ("orders", "payments", "audit")]
     refused, others = topics[1], [topics[0], topics[2]]
     create_topics(source.bootstrap_servers, topics, partitions=PARTITIONS)
-    config = worker_config(source, target, [rf"{re.escape(prefix)}\..*"])
+    config = worker_config(source, target, [rf"{re.escape(prefix)}\..*"], delivery=delivery)
     group = worker_group(config)
     worker = start_worker(config)
     spec = TrafficSpec.for_topics(
@@ -199,10 +201,12 @@ def test_write_denied_on_one_remote_topic_stops_that_topic_alone(
     verify(outcomes, fault, kafka_a, kafka_b_acl, config, topics, [worker], spark, bound, recovery)
 
 
+@pytest.mark.parametrize("delivery", ["atLeastOnce", "exactlyOnce"])
 def test_a_remote_topic_made_compacted_refuses_records_without_keys(
     stack: MirrorStack,
     outcomes: list[Outcome],
     tmp_path: Path,
+    delivery: str,
 ) -> None:
     """Someone sets cleanup.policy=compact on one remote topic on the target for 20 s. The
     records have no key, which a compacted topic refuses (INVALID_RECORD). The source topic
@@ -210,7 +214,10 @@ def test_a_remote_topic_made_compacted_refuses_records_without_keys(
     settings) leaves the target's alone, as it would in production. Each refused batch fails the
     producer, naming its partition: that partition stops, so the producer is replaced at most
     once per partition. Setting cleanup.policy=delete back lets the topic resume at its retry.
-    (The log cleaner never touches the records already there: they are in the active segment.)"""
+    (The log cleaner never touches the records already there: they are in the active segment.)
+    Exactly once, a refused record aborts the transaction that holds it (the other topics'
+    copies with it, copied again after), and a `read_committed` reader then finds each record
+    once."""
     config, topics, worker, bound, recovery = one_topic_refused(
         stack.kafka_a,
         stack.kafka_b,
@@ -222,10 +229,13 @@ def test_a_remote_topic_made_compacted_refuses_records_without_keys(
         r"validate record\): if \S+ is compacted \(a record without a key cannot go there\), "
         r"set its cleanup.policy to delete on the target to go on",
         keyed=False,
+        delivery=delivery,
     )
     assert producers_replaced(worker) <= PARTITIONS
     fault = "1 of 3 remote topics made compacted for 20 s, its records without keys, 10,000/s"
-    verify(
+    if delivery == "exactlyOnce":
+        fault += ", exactly once"
+    report = verify(
         outcomes,
         fault,
         stack.kafka_a,
@@ -237,3 +247,5 @@ def test_a_remote_topic_made_compacted_refuses_records_without_keys(
         bound,
         recovery,
     )
+    if delivery == "exactlyOnce":
+        assert report.duplicates == 0, report

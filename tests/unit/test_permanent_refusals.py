@@ -12,8 +12,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from kafka_mirror.worker.exactly_once import ExactlyOnceWorker
 from kafka_mirror.worker.flows import Stop, commit_offsets
 from kafka_mirror.worker.mirror import MirrorWorker
+from kafka_mirror.worker.partitions import REFUSALS_BEFORE_STOP
 from kafka_mirror.worker.permanent import PermanentRefusal, permanent_refusal, refusal_in_fatal
 from tests.helpers.worker_fakes import (
     PARTITIONS,
@@ -42,11 +44,14 @@ def fatal(partition: int, code: int) -> str:
     )
 
 
-def mirror(records: int, capacity: int = 1000) -> tuple[MirrorWorker, FakeClients]:
+def mirror(
+    records: int, capacity: int = 1000, worker_class: type[MirrorWorker] = MirrorWorker
+) -> tuple[MirrorWorker, FakeClients]:
     """A worker over a source whose partitions hold `records` records each."""
     source = Source(logs=[[True] * records for _ in range(PARTITIONS)])
     clients = FakeClients(source, Target(), random.Random(7), capacity)
-    return fake_worker(clients, offsetSyncs={"location": "target", "maxLag": 3}), clients
+    syncs = {"location": "target", "maxLag": 3}
+    return fake_worker(clients, worker_class, offsetSyncs=syncs), clients
 
 
 def batch(partition: int, offsets: range) -> list[Any]:
@@ -203,3 +208,32 @@ def test_a_held_partition_that_stops_stays_paused_until_its_retry() -> None:
     assert 0 in stops(worker)
     worker._commit()  # no acknowledgement is waited for any more: the hold is over, the stop not
     assert clients.consumer.paused == {0}
+
+
+def test_records_a_failed_transaction_refuses_stop_no_partition() -> None:
+    """Exactly once, once a transaction failed, its producer refuses every record (`_STATE`)
+    until it is aborted: no fault of their partitions, whose records wait for after the abort."""
+    worker, clients = mirror(records=10)
+    clients.producer.refuse_next = KafkaError._STATE
+    worker.sender.send(batch(0, range(10)) + batch(2, range(10)))
+    assert not stops(worker)
+    assert [(m.partition(), m.offset()) for m in worker.partitions.backlog] == [
+        *((0, o) for o in range(10)),
+        *((2, o) for o in range(10)),
+    ]
+
+
+def test_records_purged_with_an_aborted_transaction_count_no_refusal_of_their_partition() -> None:
+    """Exactly once, a record the target refuses fails its transaction, and librdkafka purges
+    what it held of the other partitions. Again and again, only the partition refused stops:
+    the purged ones are consumed again with no failure counted against them."""
+    worker, clients = mirror(records=10, worker_class=ExactlyOnceWorker)
+    for attempt in range(REFUSALS_BEFORE_STOP + 2):
+        for p in range(PARTITIONS):
+            worker.sender.send(batch(p, range(10)))
+        clients.producer.fail_held({1}, KafkaError.NOT_ENOUGH_REPLICAS)  # not permanent
+        clients.producer.fail_held({0, 2}, KafkaError._PURGE_QUEUE)
+        worker._serve_reports(0)  # the reports, then the abort and every partition rewound
+        stopped = stops(worker)
+        assert 0 not in stopped and 2 not in stopped, (attempt, stopped)
+    assert list(stops(worker)) == [1], stops(worker)

@@ -148,6 +148,11 @@ class BatchSender:
                     self.on_producer_failed(error.str())
                     partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
                     return False
+                if error.code() == KafkaError._STATE:
+                    # A transaction failed (exactly once): its producer takes nothing until the
+                    # loop aborts it, which consumes every partition again. No fault of this one.
+                    partitions.backlog = [m for m in messages[index:] if partitions.still_wanted(m)]
+                    return False
                 partitions.refuse(flow, offset, error)
                 if flow.stop or flow.held:
                     return True

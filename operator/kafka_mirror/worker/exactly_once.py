@@ -50,6 +50,9 @@ POSITIONS_SECONDS = 30.0  # reading the committed positions at assignment
 POSITIONS_RETRY_SECONDS = 5.0  # and again, as long as the target did not answer
 
 Key = tuple[str, int]
+# What librdkafka reports for the records it had queued when their transaction failed: a
+# consequence of another partition's refusal, not a refusal of theirs.
+FAILED_WITH_THE_TRANSACTION = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 
 
 class OffsetsStuck(RuntimeError):
@@ -273,7 +276,11 @@ class ExactlyOnceWorker(MirrorWorker):
         the target refused is stopped if the refusal is permanent; the others count a failure
         only against the partitions that caused it (`Partitions.rewind`)."""
         self.held_syncs.aborted()
-        refused = {(f.topic, f.partition): f for f in self.partitions.refused}
+        refused = {
+            (f.topic, f.partition): f
+            for f in self.partitions.refused
+            if f.refused_code not in FAILED_WITH_THE_TRANSACTION
+        }
         self.partitions.refused = []
         for key, flow in list(self.partitions.flows.items()):
             self.partitions.rewind(flow, self.positions.get(key, flow.start), reason)
