@@ -1,16 +1,27 @@
 """A partition's flow: what it commits is never past a record the target has not acknowledged;
 records skipped on purpose and offsets holding no record settle; a refused record freezes it; a
-flow given up on ignores its old producer's reports; a producer stalled as a whole is noticed."""
+flow given up on ignores its old producer's reports; a producer stalled as a whole is noticed;
+a copy's latency lasts until it can be read."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from random import Random
 
 from confluent_kafka import KafkaError
 
 from kafka_mirror.kafka.formats import OffsetSync
 from kafka_mirror.worker.flows import DeliveryWatch, PartitionFlow, Stop, commit_offsets
 from kafka_mirror.worker.offsets import SyncEmitter
+from tests.helpers.worker_fakes import (
+    PARTITIONS,
+    TOPIC,
+    FakeClients,
+    Message,
+    Source,
+    Target,
+    fake_worker,
+)
 
 
 @dataclass
@@ -147,3 +158,20 @@ def test_nothing_waiting_is_never_a_stall() -> None:
         assert not watch.stalled(None, now=now)
     assert not watch.stalled(7, now=600)
     assert watch.stalled(7, now=660)
+
+
+def test_a_copys_latency_ends_when_it_can_be_read() -> None:
+    """At least once, a copy is readable once acknowledged; exactly once, only once its
+    transaction commits, which the latency then counts up to."""
+    worker = fake_worker(FakeClients(Source(logs=[[True]] * PARTITIONS), Target(), Random(1), 10))
+    worker.sender.send([Message(TOPIC, 0, 0)])
+    flow = worker.partitions.flows[(TOPIC, 0)]
+    metric = worker.metrics.registry.get_sample_value
+
+    flow.latencies.append((1_000.5, 1_000.0))  # acknowledged 0.5 s after it was written
+    worker.partitions.publish_figures()
+    assert metric("kafka_mirror_last_latency_seconds", {"topic": TOPIC}) == 0.5
+    flow.latencies.append((1_000.5, 1_000.0))
+    worker.partitions.publish_figures(readable_at=1_001.25)  # committed 0.75 s after that
+    assert metric("kafka_mirror_last_latency_seconds", {"topic": TOPIC}) == 1.25
+    assert metric("kafka_mirror_replication_latency_seconds_sum", {"topic": TOPIC}) == 1.75

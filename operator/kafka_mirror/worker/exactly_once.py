@@ -253,7 +253,7 @@ class ExactlyOnceWorker(MirrorWorker):
         producer.begin_transaction()
         self.held_syncs.committed()
         self.positions.update({(tp.topic, tp.partition): tp.offset for tp in source})
-        self.partitions.publish_figures()
+        self.partitions.publish_figures(readable_at=time.time())
         if source:
             # Into the source group too, where the operator reads the lag and the problems.
             self.clients.consumer.commit(offsets=source, asynchronous=True)

@@ -88,7 +88,8 @@ class PartitionFlow:
     leader_epoch: int = -1
     records: int = 0
     bytes: int = 0
-    latencies: list[float] = field(default_factory=list)
+    # (acknowledged at, written to the source at): wall-clock seconds, sampled.
+    latencies: list[tuple[float, float]] = field(default_factory=list)
     next_latency_sample: float = 0.0
 
     def __post_init__(self) -> None:
@@ -141,7 +142,7 @@ class PartitionFlow:
         if timestamp_ms > 0:
             now = time.time()
             if now >= self.next_latency_sample:
-                self.latencies.append(now - timestamp_ms / 1000)
+                self.latencies.append((now, timestamp_ms / 1000))
                 self.next_latency_sample = now + LATENCY_SAMPLE_SECONDS
         downstream = message.offset()
         if downstream is not None and downstream >= 0:

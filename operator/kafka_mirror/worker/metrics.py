@@ -51,14 +51,15 @@ class WorkerMetrics:
         )
         self.latency = Histogram(
             "kafka_mirror_replication_latency_seconds",
-            "From the record's timestamp to the target's acknowledgement.",
+            "From the record's timestamp to the target's acknowledgement (exactly once: to "
+            "the commit of its transaction).",
             ["topic"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.last_latency = Gauge(
             "kafka_mirror_last_latency_seconds",
-            "Replication latency of the newest acknowledged record.",
+            "Replication latency of the newest acknowledged (exactly once: committed) record.",
             ["topic"],
             registry=r,
             multiprocess_mode="livemax",

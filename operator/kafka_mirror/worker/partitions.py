@@ -279,9 +279,11 @@ class Partitions:
             self.metrics.forget_partition(*key)
         self._drop_from_backlog(gone)
 
-    def publish_figures(self) -> None:
+    def publish_figures(self, readable_at: float | None = None) -> None:
         """The flows' counts and latencies into the metrics; a flow that has records waiting
-        starts its clock (for holding it, and reporting it stalled)."""
+        starts its clock (for holding it, and reporting it stalled). A copy's latency ends when
+        the target acknowledged it, or at `readable_at` (exactly once: its transaction's
+        commit, before which a `read_committed` consumer cannot see it)."""
         now = time.monotonic()
         for flow in self.flows.values():
             if flow.records:
@@ -291,9 +293,12 @@ class Partitions:
                 flow.records = flow.bytes = 0
             if flow.latencies:
                 histogram = self.metrics.latency.labels(flow.topic)
-                for latency in flow.latencies:
-                    histogram.observe(latency)
-                self.metrics.last_latency.labels(flow.topic).set(flow.latencies[-1])
+                for acknowledged, written in flow.latencies:
+                    histogram.observe((readable_at or acknowledged) - written)
+                acknowledged, written = flow.latencies[-1]
+                self.metrics.last_latency.labels(flow.topic).set(
+                    (readable_at or acknowledged) - written
+                )
                 flow.latencies.clear()
             if flow.waiting_since is None and not flow.settled():
                 flow.waiting_since = now
