@@ -41,6 +41,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER
 
 Header = tuple[str, str | bytes | None]
+# What a partition's former leader, or one not elected yet, answers.
+LEADER_MOVED = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+}
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ def _check_copies(
 ) -> None:
     """Add to each remote topic's report what its partitions hold against `topic`'s."""
     started = time.monotonic()
-    source_reader, target_reader = _reader(source), _reader(target)
+    source_reader, target_reader = reader_for(source), reader_for(target)
     try:
         partitions = _partitions(source_reader, topic)
         for remote in reports:
@@ -156,14 +163,14 @@ def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     """The partitions of `topic` where a transaction is still open, each with its last stable
     offset and its end: a `read_committed` reader (this check's) sees only up to the former,
     and a writer killed mid-transaction holds it until the transaction times out."""
-    committed = _reader(bootstrap)
-    everything = _reader(bootstrap, "read_uncommitted")
+    committed = reader_for(bootstrap)
+    everything = reader_for(bootstrap, "read_uncommitted")
     try:
         found = {}
         for partition in sorted(_partitions(committed, topic)):
             point = TopicPartition(topic, partition)
-            stable = committed.get_watermark_offsets(point, timeout=10, cached=False)[1]
-            end = everything.get_watermark_offsets(point, timeout=10, cached=False)[1]
+            stable = watermarks(committed, point)[1]
+            end = watermarks(everything, point)[1]
             if stable < end:
                 found[partition] = (stable, end)
         return found
@@ -289,7 +296,8 @@ def _time(message: Message) -> int:
     return message.timestamp()[1]
 
 
-def _reader(bootstrap: str, isolation: str = "read_committed") -> Consumer:
+def reader_for(bootstrap: str, isolation: str = "read_committed") -> Consumer:
+    """The check's reader of a cluster: assigned partitions only, never a group member."""
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -311,6 +319,23 @@ def _partitions(reader: Consumer, topic: str) -> set[int]:
     return set(found.partitions) if found is not None and found.error is None else set()
 
 
+def watermarks(reader: Consumer, point: TopicPartition, timeout: float = 60) -> tuple[int, int]:
+    """The partition's log start and end, asked of its leader. A leader that just moved (a
+    broker restarted, its preferred leadership handed back) answers NOT_LEADER_FOR_PARTITION
+    until the reader's metadata is refreshed: refreshed, and asked again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return cast(
+                tuple[int, int], reader.get_watermark_offsets(point, timeout=10, cached=False)
+            )
+        except KafkaException as failed:
+            if failed.args[0].code() not in LEADER_MOVED or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+            reader.list_topics(point.topic, timeout=10)  # its leaders as the cluster has them now
+
+
 def _read(
     reader: Consumer,
     topic: str,
@@ -320,7 +345,7 @@ def _read(
 ) -> Iterator[Message]:
     """Every record of a partition from its log start to its end offset now, or those of them
     that are `wanted`."""
-    low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    low, high = watermarks(reader, TopicPartition(topic, partition))
     reader.assign([TopicPartition(topic, partition, low)])
     position, idle_since = low, time.monotonic()
     try:
