@@ -293,12 +293,10 @@ class Partitions:
                 flow.records = flow.bytes = 0
             if flow.latencies:
                 histogram = self.metrics.latency.labels(flow.topic)
-                for acknowledged, written in flow.latencies:
-                    histogram.observe((readable_at or acknowledged) - written)
-                acknowledged, written = flow.latencies[-1]
-                self.metrics.last_latency.labels(flow.topic).set(
-                    (readable_at or acknowledged) - written
-                )
+                latencies = [(readable_at or acked) - written for acked, written in flow.latencies]
+                for latency in latencies:
+                    histogram.observe(latency)
+                self.metrics.last_latency.labels(flow.topic).set(latencies[-1])
                 flow.latencies.clear()
             if flow.waiting_since is None and not flow.settled():
                 flow.waiting_since = now
