@@ -22,7 +22,7 @@ from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.failover import newest_checkpoints
 from tests.helpers.kafka import Record, consume, create_topics, end_offsets, produce, unique
 from tests.helpers.objects import condition, get_custom, mirror, selection, status_of
-from tests.helpers.worker import group_offsets, read_partition, wait_for
+from tests.helpers.worker import group_offsets, read_partition, serves, wait_for
 
 PARTITIONS = 3
 MAX_LAG = 100  # offsetSyncs.maxLag: the documented re-read bound, per partition
@@ -304,8 +304,9 @@ def fail_over_behind(
         read_on_b += application(b, app, [t], limit=100)
     finally:
         a.start()
-    # A restarted serves its partitions a while after it listens (its metadata caught up): on
-    # a busy machine, well over a minute.
+    # A restarted serves its partitions a while after it listens (it loads its logs, those of
+    # the node's earlier tests too): on a busy machine, minutes. Then the operator's refresh.
+    wait_for(lambda: serves(a, t), 600, f"A, started again, to serve {t}'s partitions")
     wait_for(
         lambda: bool(operation_of(api, namespace).get("sourceBack")),
         240,
