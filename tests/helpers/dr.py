@@ -304,8 +304,8 @@ def fail_over_behind(
         read_on_b += application(b, app, [t], limit=100)
     finally:
         a.start()
-    # A restarted serves its partitions a while after it listens (it loads its logs, those of
-    # the node's earlier tests too): on a busy machine, minutes. Then the operator's refresh.
+    # A restarted serves its partitions a while after it listens (on a busy machine, over a
+    # minute); then the operator's refresh counts. Two waits, so a failure says which stood still.
     wait_for(lambda: serves(a, t), 600, f"A, started again, to serve {t}'s partitions")
     wait_for(
         lambda: bool(operation_of(api, namespace).get("sourceBack")),

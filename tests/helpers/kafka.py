@@ -46,9 +46,10 @@ def release_admins() -> None:
     destroy_in_background(owned)
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    """Each partition's end offset (the high watermark)."""
-    admin = admin_for(bootstrap)
+def end_offsets(bootstrap: str, topic: str, admin: AdminClient | None = None) -> dict[int, int]:
+    """Each partition's end offset (the high watermark), asked through `admin` or the session's
+    client of the cluster."""
+    admin = admin or admin_for(bootstrap)
     partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
     request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
     return {

@@ -23,7 +23,6 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import OffsetSpec
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
@@ -230,16 +229,11 @@ def copies(kafka_b: LocalKafka, remote: str, partition: int) -> Counter[int]:
 
 
 def serves(cluster: LocalKafka, topic: str) -> bool:
-    """Whether every partition of `topic` answers for its end offset, asked by a client of its
-    own. A broker just started answers its metadata at once, but refuses the partitions whose
-    logs it is still loading (UNKNOWN_LEADER_EPOCH: the epoch its metadata named is newer than
-    the partition's): with many large logs on a busy machine, for minutes. Raises that error."""
+    """Whether every partition of `topic` answers for its end offset, asked by a new client (one
+    kept across a restart is refused for good: FENCED_LEADER_EPOCH). A broker just started
+    answers its metadata before it leads its partitions again. Raises what it is refused with."""
     with DetachedAdmin(cluster.bootstrap_servers) as admin:
-        listed = admin.client.list_topics(topic, timeout=10).topics[topic]
-        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in listed.partitions}
-        for future in admin.client.list_offsets(request, request_timeout=10).values():
-            future.result(timeout=10)
-    return bool(request)
+        return bool(end_offsets(cluster.bootstrap_servers, topic, admin.client))
 
 
 def commit_group(cluster: LocalKafka, group: str, topic: str, offsets: dict[int, int]) -> None:
