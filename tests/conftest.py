@@ -131,10 +131,18 @@ def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
 
 
 @pytest.fixture(scope="session")
-def kafka_b3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    """A target cluster B of three brokers (node 1 also the KRaft controller), for the tests
-    that stop one broker (`stop_broker(2)` or `3`) to stall the partitions that need it."""
+def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     yield from _cluster("B", tmp_path_factory, brokers=3)
+
+
+@pytest.fixture
+def kafka_b3(three_brokers: LocalKafka) -> Iterator[LocalKafka]:
+    """A target cluster B of three brokers (node 1 also the KRaft controller), for the tests
+    that stop one broker (`stop_broker(2)` or `3`) to stall the partitions that need it. One
+    per test process; a test that stopped a broker hands it on with every broker running and
+    every leader back where it was (`LocalKafka.restore_leaders`)."""
+    yield three_brokers
+    three_brokers.restore_leaders()
 
 
 @pytest.fixture(scope="session")

@@ -41,12 +41,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER
 
 Header = tuple[str, str | bytes | None]
-# What a partition's former leader, or one not elected yet, answers.
+# What a partition's former leader, one not elected yet, or a new one whose high watermark has
+# not caught up answers.
 LEADER_MOVED = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
 }
 
 

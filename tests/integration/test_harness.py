@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import ElectionType, KafkaError, Message, Producer, TopicPartition
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from kafka_mirror_dev.coordinators import coordinator_partition, probe_groups
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import (
     ContentReport,
@@ -249,3 +250,18 @@ def test_three_brokers_stall_the_partitions_a_stopped_broker_is_needed_for(
         assert watermarks(reader, point) == (0, 2)
     finally:
         reader.close()
+
+    # What the next test gets: every leader back on its preferred replica, and each probe group
+    # coordinated, as Kafka places it, by the leader of the partition the harness computed.
+    kafka_b3.stop_broker(2)
+    kafka_b3.restore_leaders()
+    offsets = admin_for(bootstrap).list_topics("__consumer_offsets", timeout=10)
+    partitions = offsets.topics["__consumer_offsets"].partitions
+    assert {p: m.leader for p, m in partitions.items()} == {
+        p: m.replicas[0] for p, m in partitions.items()
+    }
+    groups = probe_groups()
+    described = admin_for(bootstrap).describe_consumer_groups(groups)
+    assert {g: described[g].result(10).coordinator.id for g in groups} == {
+        g: partitions[coordinator_partition(g)].leader for g in groups
+    }

@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from kafka_mirror_dev.builds import kafka_libs, require
 from kafka_mirror_dev.certificates import ClusterCertificates, ensure_cluster_certificates
-from kafka_mirror_dev.clients import DetachedAdmin, destroy_in_background
+from kafka_mirror_dev.clients import DetachedAdmin
+from kafka_mirror_dev.coordinators import (
+    GROUP_PARTITIONS,
+    coordinator_answers,
+    restore_preferred_leaders,
+)
 from kafka_mirror_dev.processes import ServerProcess, free_port, port_open
 
 _LOG4J2 = """\
@@ -134,6 +137,7 @@ class LocalKafka(ClientPorts):
     # broker looks for expired ones every second, so a test sees them go within a minute.
     offsets_retention_minutes: int | None = None
     nodes: list[KafkaNode] = field(init=False, repr=False)
+    leaders_moved: bool = field(default=False, init=False, repr=False)  # by `stop_broker`
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
@@ -233,7 +237,7 @@ class LocalKafka(ClientPorts):
             "num.partitions": "1",
             "default.replication.factor": replicas,
             "offsets.topic.replication.factor": replicas,
-            "offsets.topic.num.partitions": "8",
+            "offsets.topic.num.partitions": str(GROUP_PARTITIONS),
             "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": replicas,
@@ -339,7 +343,7 @@ class LocalKafka(ClientPorts):
                     return False
             except Exception:
                 return False
-            return self._groups_work()
+            return coordinator_answers(self.bootstrap_servers)
 
         watched = started[0].process
         assert watched is not None
@@ -348,28 +352,6 @@ class LocalKafka(ClientPorts):
             watched.wait_until(
                 partial(serving, admin), timeout, "serving metadata and consumer groups"
             )
-
-    def _groups_work(self) -> bool:
-        """Whether a group's offsets can be read (its coordinator is up), asked by a consumer:
-        the admin client's group requests can abort the process when they time out, as they
-        do while a broker starts on a busy machine (librdkafka#4605, `eonce->refcnt > 0`; a
-        busy run lost a test process so)."""
-        consumer = [
-            Consumer(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "group.id": "dev-stack-probe",
-                    "enable.auto.commit": False,
-                }
-            )
-        ]
-        try:
-            consumer[0].committed([TopicPartition("dev-stack-probe", 0)], timeout=5)
-        except KafkaException:
-            return False
-        finally:
-            destroy_in_background(consumer)
-        return True
 
     def _broker_only(self, node_id: int) -> KafkaNode:
         if node_id == CONTROLLER_NODE:
@@ -386,6 +368,7 @@ class LocalKafka(ClientPorts):
         node = self._broker_only(node_id)
         if node.process is not None:
             node.process.stop()
+            self.leaders_moved = True
 
     def start_broker(self, node_id: int, timeout: float = 120.0) -> None:
         """Start broker `node_id` again; returns once the cluster lists it. It then catches up
@@ -393,6 +376,18 @@ class LocalKafka(ClientPorts):
         node = self._broker_only(node_id)
         self._start_node(kafka_libs(), node, self._cluster_id())
         self._wait_until_up([node], timeout)
+
+    def restore_leaders(self) -> None:
+        """After `stop_broker`: every broker running, every partition on its preferred leader
+        and every group coordinator answering (kafka_mirror_dev.coordinators says why)."""
+        if not self.leaders_moved:
+            return
+        for node in self.nodes[1:]:
+            if node.process is None or node.process.pid is None:
+                self.start_broker(node.node_id)
+        assert self.process is not None
+        restore_preferred_leaders(self.bootstrap_servers, self.process.wait_until)
+        self.leaders_moved = False
 
     def stop(self) -> None:
         # Brokers first, while the controller still runs: their controlled shutdown needs it
