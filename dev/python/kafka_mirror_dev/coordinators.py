@@ -4,10 +4,11 @@ was stopped and started.
 A broker that comes back leads nothing. Kafka's controller hands each partition back to its
 preferred replica (the first) on its own, up to `leader.imbalance.check.interval.seconds` (five
 minutes) later, in whatever test runs then: the group coordinators on those partitions move and
-load their groups under that test. Stop 48's CI lost a test so (a fan-in started just after a
-test that restarted a broker: its source group's commits stood still for two minutes, answered
-COORDINATOR_LOAD_IN_PROGRESS). `restore_preferred_leaders` does it at once and waits until every
-group coordinator answers, so that the next test starts on a settled cluster.
+load their groups under that test. Stop 48's CI lost a test at such a time (a fan-in started
+just after a test that restarted a broker: its source group was told `Not coordinator`, then
+its commits stood still for two minutes, their reads answered COORDINATOR_LOAD_IN_PROGRESS).
+`restore_preferred_leaders` does the hand-back at once and waits until every group coordinator
+answers, so that the next test starts on a settled cluster.
 """
 
 from __future__ import annotations
