@@ -10,13 +10,10 @@ from typing import Any
 from kubernetes import client
 
 
-def run_now(
-    api: client.ApiClient, namespace: str, cronjob: str, timeout: float = 600
-) -> tuple[bool, str]:
-    """Run the CronJob's job now, as `kubectl create job --from=cronjob/NAME` does (a Job from its
-    jobTemplate, owned by it so that deleting the CronJob collects it), to its end: whether it
-    succeeded, and its pods' logs."""
-    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+def start_now(api: client.ApiClient, namespace: str, cronjob: str) -> str:
+    """Start the CronJob's job now, as `kubectl create job --from=cronjob/NAME` does (a Job from
+    its jobTemplate, owned by it so that deleting the CronJob collects it): the Job's name."""
+    batch = client.BatchV1Api(api)
     found: Any = batch.read_namespaced_cron_job(cronjob, namespace)
     template = api.sanitize_for_serialization(found.spec.job_template)
     metadata = template.get("metadata", {})
@@ -35,6 +32,16 @@ def run_now(
     }
     job["metadata"]["ownerReferences"] = [owner]
     batch.create_namespaced_job(namespace, job)
+    return name
+
+
+def run_now(
+    api: client.ApiClient, namespace: str, cronjob: str, timeout: float = 600
+) -> tuple[bool, str]:
+    """Run the CronJob's job now (`start_now`) to its end: whether it succeeded, and its pods'
+    logs."""
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    name = start_now(api, namespace, cronjob)
     deadline = time.monotonic() + timeout
     while True:
         status: Any = batch.read_namespaced_job(name, namespace).status
