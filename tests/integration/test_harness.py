@@ -255,13 +255,21 @@ def test_three_brokers_stall_the_partitions_a_stopped_broker_is_needed_for(
     # coordinated, as Kafka places it, by the leader of the partition the harness computed.
     kafka_b3.stop_broker(2)
     kafka_b3.restore_leaders()
-    offsets = admin_for(bootstrap).list_topics("__consumer_offsets", timeout=10)
-    partitions = offsets.topics["__consumer_offsets"].partitions
-    assert {p: m.leader for p, m in partitions.items()} == {
-        p: m.replicas[0] for p, m in partitions.items()
-    }
     groups = probe_groups()
-    described = admin_for(bootstrap).describe_consumer_groups(groups)
-    assert {g: described[g].result(10).coordinator.id for g in groups} == {
-        g: partitions[coordinator_partition(g)].leader for g in groups
-    }
+
+    def placement() -> tuple[dict[int, tuple[int, int]], dict[str, tuple[int, int]]]:
+        """Each partition's (leader, preferred replica); each group's (coordinator, leader of
+        its computed partition). A broker's metadata may lag the election by a moment."""
+        offsets = admin_for(bootstrap).list_topics("__consumer_offsets", timeout=10)
+        partitions = offsets.topics["__consumer_offsets"].partitions
+        described = admin_for(bootstrap).describe_consumer_groups(groups)
+        return {p: (m.leader, m.replicas[0]) for p, m in partitions.items()}, {
+            g: (described[g].result(10).coordinator.id, partitions[coordinator_partition(g)].leader)
+            for g in groups
+        }
+
+    def settled() -> bool:
+        leaders, coordinators = placement()
+        return all(a == b for a, b in [*leaders.values(), *coordinators.values()])
+
+    wait_for(settled, 30, lambda: f"leaders preferred and groups placed: {placement()}")
