@@ -11,6 +11,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from kafka_mirror.worker.clients import TRANSACTIONAL_TUNING
+from kafka_mirror.worker.flows import PARTITION_STALL_SECONDS
+from kafka_mirror.worker.mirror import PRODUCER_STALL_SECONDS
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.faults import Outcome, settle, verify
 from tests.helpers.kafka import create_topics, unique
@@ -18,6 +21,18 @@ from tests.helpers.traffic import TrafficGenerator, TrafficSpec
 from tests.helpers.worker import StartWorker, WorkerProcess, worker_config, worker_group
 
 RATE = 10_000
+# A target outage proves what it proves by outlasting the timeouts it passes through, no more:
+# the worker's stall timers (a partition, the producer), the transaction timeout, and
+# librdkafka's request timeout (`socket.timeout.ms`, 60 s by default). Half a minute past the
+# longest, so each has fired (and the transaction is the coordinator's to abort) well before the
+# target is back.
+LIBRDKAFKA_REQUEST_TIMEOUT_SECONDS = 60.0
+OUTAGE_SECONDS = 30 + max(
+    PARTITION_STALL_SECONDS,
+    PRODUCER_STALL_SECONDS,
+    TRANSACTIONAL_TUNING["transaction.timeout.ms"] / 1000,
+    LIBRDKAFKA_REQUEST_TIMEOUT_SECONDS,
+)
 
 
 def traffic(
