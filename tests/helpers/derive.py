@@ -11,6 +11,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER
+from kafka_mirror.worker.clients import ONE_REQUEST_IN_FLIGHT
 from tests.helpers.content import Header
 
 DERIVED_HEADER = ("derived", b"1")
@@ -39,7 +40,12 @@ class DerivingApp(threading.Thread):
             }
         )
         producer = Producer(
-            {"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True}
+            {
+                "bootstrap.servers": self.bootstrap,
+                "linger.ms": 5,
+                "enable.idempotence": True,
+                **ONE_REQUEST_IN_FLIGHT,  # no spin while the broker answers (docs/performance.md)
+            }
         )
         failures: list[str] = []
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from kafka_mirror.worker.clients import ONE_REQUEST_IN_FLIGHT
 from kafka_mirror_dev.builds import REPO_ROOT
 from kafka_mirror_dev.processes import ChildProcess
 from tests.helpers.kafka import Record, admin_for
@@ -184,6 +185,10 @@ def generate(spec: TrafficSpec, stats_path: Path, stopping: threading.Event) -> 
             # Retries after a broker restart write no second copy to A: what A holds is what
             # the generator wrote, once each.
             "enable.idempotence": True,
+            # As the worker's producer: else librdkafka's idempotent producer spins at a whole
+            # core while a slow broker answers (docs/performance.md), on a machine the suite
+            # already keeps busy.
+            **ONE_REQUEST_IN_FLIGHT,
             "linger.ms": 5,
             # Above any record we make, so that the broker's limit is the one that applies.
             "message.max.bytes": 2 * BROKER_BATCH_LIMIT,
