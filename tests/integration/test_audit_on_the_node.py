@@ -1,12 +1,15 @@
 """The audit on Spark on Kubernetes on the real node: the CronJob's pod is Spark's driver, the
 kubelet runs the executor pods it asks for (under the chart's admission policy), they reach the
 driver over the pod network and Kafka at the bridge address. The verdict and counts equal local
-mode's on the same million records; the executors are deleted when the run succeeds, stop when
-their driver is killed, and go with its pod, even while another driver of the Job runs. Both
-runs are timed (docs/audit.md)."""
+mode's on the same records; the executors are deleted when the run succeeds, stop when their
+driver is killed, and go with its pod, even while another driver of the Job runs. Both runs are
+timed: docs/audit.md has the figure for a million records, `AUDIT_ON_NODE_RECORDS=1000000`
+(in the suite a quarter of that, which executors share as well, and the suite's longest line
+shorter by minutes)."""
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -31,7 +34,7 @@ from tests.helpers.worker import group_offsets, wait_for, wait_while_advancing
 # The node's pods have no DNS: the `kubernetes` Service by its address (in the API server's
 # certificate).
 MASTER = f"k8s://https://{KUBERNETES_SERVICE_IP}:443"
-RECORDS = 1_000_000
+RECORDS = int(os.environ.get("AUDIT_ON_NODE_RECORDS", 250_000))
 EXECUTORS = 2
 NAME = "audited"
 EXECUTOR_PODS = "spark-role=executor"
