@@ -4,8 +4,7 @@ driver over the pod network and Kafka at the bridge address. The verdict and cou
 mode's on the same records; the executors are deleted when the run succeeds, stop when their
 driver is killed, and go with its pod, even while another driver of the Job runs. Both runs are
 timed: docs/audit.md has the figure for a million records, `AUDIT_ON_NODE_RECORDS=1000000`
-(in the suite a quarter of that, which executors share as well, and the suite's longest line
-shorter by minutes)."""
+(in the suite a quarter of that: the Spark work of the suite's longest line)."""
 
 from __future__ import annotations
 

@@ -246,9 +246,9 @@ class LocalKafka(ClientPorts):
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
             # The controller's no-op record, which moves the metadata log's high watermark while
-            # nothing changes: every 500 ms by default, a good part of an idle broker's CPU. A
-            # test session keeps a dozen brokers idle on two cores; metadata changes still go
-            # out at once.
+            # nothing changes: every 500 ms by default (an idle broker took 2.7 % of a core, about
+            # 1.7 % with 5 s, roughly measured). A test session keeps a dozen brokers idle on two
+            # cores; metadata changes still go out at once.
             "metadata.max.idle.interval.ms": "5000",
         }
         if self.offsets_retention_minutes is not None:
