@@ -28,9 +28,8 @@ demo: $(STAMP)
 # Three test processes side by side (pytest-xdist): most of a single test's time is spent waiting
 # for Kafka, the API server or a pod; three keep both cores busy throughout (docs/dev-stack.md).
 # The real node's tests share one process (the groups: tests/conftest.py); the slowest ten tests
-# are listed at the end. A process that
-# crashes ends the run with its report: replacing it can leave the run waiting forever for the
-# tests of its group (seen once, docs/dev-stack.md).
+# are listed at the end. A process that crashes ends the run with its report: replacing it can
+# leave the run waiting forever for the tests of its group (seen once, docs/dev-stack.md).
 PARALLEL := -n 3 --dist loadgroup --max-worker-restart=0 --durations=10
 
 ## All the tests: lint, then unit and integration tests against the real parts (what CI runs).
