@@ -26,6 +26,7 @@ from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.node import GATEWAY, KubeNode
 from kafka_mirror_dev.operator import OperatorProcess
 from kafka_mirror_dev.prerequisites import unavailable_reason, uncompiled_hot_path
+from kafka_mirror_dev.spark import export_dev_jvm
 from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
@@ -91,9 +92,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked `spark` runs the audit as the image does, with $KAFKA_MIRROR_SPARK_JARS
     naming Spark's Kafka jars: the dev package's Maven resolution, resolved once, before the
-    test's fixtures start a Spark session or an audit process (which inherits it)."""
+    test's fixtures start a Spark session or an audit process (which inherits it and the dev
+    stack's JVM options)."""
     if item.get_closest_marker("spark"):
         export_spark_jars()
+        export_dev_jvm()
 
 
 def _cluster(

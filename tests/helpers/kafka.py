@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror_dev.builds import kafka_libs
 from kafka_mirror_dev.clients import destroy_in_background
-from kafka_mirror_dev.kafka import LocalKafka, java_command
+from kafka_mirror_dev.kafka import DEV_JVM, LocalKafka, java_command
 
 
 @dataclass(frozen=True)
@@ -220,6 +220,7 @@ def client_quota(cluster: LocalKafka, setting: str | None) -> None:
             "clients",
             "--entity-default",
             heap="256m",
+            jvm=DEV_JVM,
         ),
         check=True,
         capture_output=True,

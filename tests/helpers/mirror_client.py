@@ -6,7 +6,7 @@ import subprocess
 from collections.abc import Sequence
 
 from kafka_mirror_dev.builds import REPO_ROOT, kafka_libs, require
-from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.kafka import DEV_JVM, LocalKafka
 
 Offsets = dict[tuple[str, int], int]  # (remote topic, partition) → downstream offset
 
@@ -20,6 +20,7 @@ def translate_groups(
     result = subprocess.run(
         [
             require("java"),
+            *DEV_JVM,  # the source launcher compiles the program first: C1 alone halves that
             "-cp",
             f"{kafka_libs()}/*",
             str(program),

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from kafka_mirror_dev.builds import kafka_libs
-from kafka_mirror_dev.kafka import LocalKafka, java_command
+from kafka_mirror_dev.kafka import DEV_JVM, LocalKafka, java_command
 from tests.helpers.failover import newest_checkpoints, resumed, source_offsets
 from tests.helpers.faults import Outcome
 from tests.helpers.kafka import end_offsets, unique
@@ -64,6 +64,7 @@ def reset_by(source: LocalKafka, group: str, topic: str, shift: int) -> None:
             str(shift),
             "--execute",
             heap="256m",
+            jvm=DEV_JVM,
         ),
         check=True,
         capture_output=True,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka_mirror_dev.kafka import DEV_JVM
 from kafka_mirror_dev.processes import ServerProcess, free_port, port_open
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -21,6 +22,14 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
+
+
+def export_dev_jvm() -> None:
+    """Spark's JVMs started from this process and its children (`bin/spark-class`'s launcher,
+    local drivers: a session, `kafka-mirror audit`) run with DEV_JVM, unless the environment
+    gives them options: an audit of the tests' size took half the CPU time so (75 → 35 CPU-s)."""
+    for variable in ("SPARK_LAUNCHER_OPTS", "SPARK_SUBMIT_OPTS"):
+        os.environ.setdefault(variable, " ".join(DEV_JVM))
 
 
 @dataclass
@@ -42,7 +51,12 @@ class SparkStandalone:
         return self.workdir / "work"
 
     def _process(self, name: str, arguments: list[str]) -> ServerProcess:
-        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_JAVA_OPTS": " ".join(DEV_JVM),  # the master's and the worker's
+        }
         command = [str(spark_home() / "bin" / "spark-class"), *arguments]
         process = ServerProcess(name, command, self.workdir / f"{name}.log", env)
         process.start()
