@@ -30,7 +30,7 @@ from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.worker.clients import mirror_producer_settings
 from kafka_mirror.worker.linger import DRAINING_LINGER_MS
 from kafka_mirror_dev.builds import kafka_libs
-from kafka_mirror_dev.kafka import LocalKafka, java_command
+from kafka_mirror_dev.kafka import KAFKA_SCRIPTS_JVM, LocalKafka, java_command
 from kafka_mirror_dev.prerequisites import worker_env
 from kafka_mirror_dev.processes import free_port
 
@@ -304,9 +304,12 @@ def write_summary(summary: dict[str, Any], output: Path | None) -> None:
 def two_clusters() -> Iterator[tuple[Path, LocalKafka, LocalKafka]]:
     """A work directory and Kafka A and B started in it; removed afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    # The brokers' default group delay, as in production: a worker pod's processes (and
-    # MirrorMaker 2's Connect workers) starting together form one generation.
-    a, b = (LocalKafka(n, workdir / n, initial_rebalance_delay_ms=3000) for n in ("A", "B"))
+    # The brokers' default group delay and Kafka's own JVM settings, as in production: a worker
+    # pod's processes (and MirrorMaker 2's Connect workers) starting together form one generation.
+    a, b = (
+        LocalKafka(n, workdir / n, initial_rebalance_delay_ms=3000, jvm=KAFKA_SCRIPTS_JVM)
+        for n in ("A", "B")
+    )
     try:
         print("starting Kafka A and B…", flush=True)
         a.start()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from common import create_topic, librdkafka_produce_rate
 
-from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.kafka import KAFKA_SCRIPTS_JVM, LocalKafka
 
 PARTITIONS = 64
 
@@ -39,7 +39,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    cluster = LocalKafka("B", workdir / "B")
+    cluster = LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM)
     try:
         print("starting Kafka B…", flush=True)
         cluster.start()

@@ -32,7 +32,7 @@ from common import RESULTS, create_topic, own_cpu_seconds, summary_header, write
 from confluent_kafka import Producer
 
 from kafka_mirror.worker.clients import mirror_producer_settings
-from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.kafka import KAFKA_SCRIPTS_JVM, LocalKafka
 
 PARTITIONS = 3
 RUNNING_SECONDS = 5.0
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS / "producer_stall.json")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    cluster = LocalKafka("B", workdir / "B")
+    cluster = LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
     try:
         cluster.start()

@@ -41,7 +41,7 @@ from kafka_mirror.api.models import API_VERSION, GROUP, VERSION
 from kafka_mirror.kube import api_client, apply, install_crds
 from kafka_mirror.render import worker_name
 from kafka_mirror_dev.apiserver import KubeApiServer
-from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.kafka import KAFKA_SCRIPTS_JVM, LocalKafka
 from kafka_mirror_dev.operator import OperatorProcess
 
 GOAL_SECONDS = 2.0
@@ -197,7 +197,10 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    a, b = LocalKafka("A", workdir / "A"), LocalKafka("B", workdir / "B")
+    a, b = (
+        LocalKafka("A", workdir / "A", jvm=KAFKA_SCRIPTS_JVM),
+        LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM),
+    )
     kube = KubeApiServer(workdir / "kube")
     operator: OperatorProcess | None = None
     watcher: DeploymentWatch | None = None

@@ -151,6 +151,8 @@ class LocalKafka(ClientPorts):
     # How long an empty group's offsets are kept (Kafka's 7 days when None); when set, the
     # broker looks for expired ones every second, so a test sees them go within a minute.
     offsets_retention_minutes: int | None = None
+    # The brokers' JVM: the benchmarks give theirs Kafka's own (KAFKA_SCRIPTS_JVM), as production.
+    jvm: tuple[str, ...] = DEV_JVM
     nodes: list[KafkaNode] = field(init=False, repr=False)
     leaders_moved: bool = field(default=False, init=False, repr=False)  # by `stop_broker`
 
@@ -328,7 +330,7 @@ class LocalKafka(ClientPorts):
             libs,
             "kafka.Kafka",
             str(config),
-            jvm=DEV_JVM,
+            jvm=self.jvm,
             jvm_options=(
                 f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={node.directory / 'logs'}",
