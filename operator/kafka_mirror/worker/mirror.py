@@ -350,6 +350,15 @@ class MirrorWorker:
 
     def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
         log.info("assigned %d partitions", len(partitions))
+        if self.closing:
+            # Handed over while this process leaves the group: librdkafka answers every offset
+            # fetch "waiting for the coordinator" then, and committed() would retry until its
+            # timeout, the group's close stalled behind it (seen to end in librdkafka's abort,
+            # "rd_kafka_cgrp_terminated: assert: !rd_kafka_assignment_in_progress"). Nothing of
+            # them is copied: the close gives them on with the rest.
+            self.clients.consumer.incremental_assign(partitions)
+            self.clients.consumer.pause(partitions)
+            return
         try:
             committed = self.clients.consumer.committed(partitions, timeout=COMMITTED_SECONDS)
         except KafkaException as error:
