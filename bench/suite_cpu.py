@@ -4,7 +4,7 @@ the machine's idle time every few seconds while the command runs, then prints th
 of each kind (Kafka brokers, Spark JVMs, test processes, workers, ...) and the idle share.
 Processes living less than one sample are not seen.
 
-    .venv/bin/python bench/suite_cpu.py -- .ci/run        # on a clean clone: about an hour
+    .venv/bin/python bench/suite_cpu.py -- .ci/run        # on a clean clone: about 50 minutes
     .venv/bin/python bench/suite_cpu.py -- make check
 
 Writes bench/results/suite_cpu.json.
