@@ -31,7 +31,7 @@ from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
-from tests.helpers.stack import MirrorStack, run_operator
+from tests.helpers.stack import BrokerLogs, MirrorStack, run_operator
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 pytest_plugins = [
@@ -292,9 +292,11 @@ def stack(
     kafka_b: LocalKafka,
     start_worker: StartWorker,
     request: pytest.FixtureRequest,
-) -> MirrorStack:
+) -> Iterator[MirrorStack]:
     """Kafka A and B, the worker launcher and (on first use) Spark: tests/helpers/stack.py."""
-    return MirrorStack(kafka_a, kafka_b, start_worker, request)
+    logs = BrokerLogs(kafka_a, kafka_b)
+    yield MirrorStack(kafka_a, kafka_b, start_worker, request)
+    logs.print()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -30,6 +31,30 @@ class MirrorStack:
             raise RuntimeError(f"{test.name} uses Spark: mark it (or its module) `spark`")
         session: SparkSession = self.request.getfixturevalue("spark")
         return session
+
+
+class BrokerLogs:
+    """What the clusters' brokers logged during one test, printed after it (pytest shows it
+    with a failure): the brokers' side of what a worker saw."""
+
+    def __init__(self, *clusters: LocalKafka) -> None:
+        self.starts = {path: _size(path) for c in clusters for path in c.server_logs()}
+
+    def print(self, last: int = 40) -> None:
+        for path, start in self.starts.items():
+            with path.open("rb") as log:
+                log.seek(start)
+                lines = log.read().decode(errors="replace").splitlines()
+            if lines:
+                print(
+                    f"----- {path}, its last {last} lines of the test -----",
+                    *lines[-last:],
+                    sep="\n",
+                )
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
 
 
 def run_operator(process: OperatorProcess) -> Iterator[OperatorProcess]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -66,6 +66,36 @@ def exactly_once_config(source: LocalKafka, target: LocalKafka, topic: str) -> d
     return config
 
 
+def settled(source: LocalKafka, target: LocalKafka, config: dict[str, Any], topic: str) -> int:
+    """`settle`; its failure adds what a client of its own reads of the workers' group on the
+    target: stable positions there say the worker's client is stuck, none say that the target
+    holds a transaction open."""
+    try:
+        return settle(source, config, [topic])
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}; {stable_positions(target, config, topic)}") from None
+
+
+def stable_positions(target: LocalKafka, config: dict[str, Any], topic: str) -> str:
+    remote = f"{topic}.A"
+    reader = Consumer(
+        {
+            "bootstrap.servers": target.bootstrap_servers,
+            "group.id": worker_group(config),
+            "isolation.level": "read_committed",  # as the workers read them
+        }
+    )
+    try:
+        count = len(reader.list_topics(remote, timeout=10).topics[remote].partitions)
+        asked = [TopicPartition(remote, p) for p in range(count)]
+        found = {tp.partition: tp.error or tp.offset for tp in reader.committed(asked, 20)}
+        return f"a client of its own reads the group's stable positions on B: {found}"
+    except KafkaException as error:
+        return f"a client of its own cannot read the group's stable positions on B: {error}"
+    finally:
+        reader.close()
+
+
 def assert_each_record_once(source: LocalKafka, target: LocalKafka, topic: str) -> None:
     """Once no transaction is open on the remote topic (a killed writer's times out), each
     source record is there once for a `read_committed` reader."""
@@ -104,7 +134,7 @@ def test_workers_killed_every_three_seconds_copy_each_record_once(
         victim.start()
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
-    settle(stack.kafka_a, config, [topic])
+    settled(stack.kafka_a, stack.kafka_b, config, topic)
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
     assert audited(config, stack.spark, total).duplicates == 0
 
@@ -135,7 +165,7 @@ def test_three_processes_in_one_pod_one_killed_under_load_copy_each_record_once(
     pod.start()
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
-    settle(stack.kafka_a, config, [topic])
+    settled(stack.kafka_a, stack.kafka_b, config, topic)
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
     assert pod.stop() == 0
     assert "mirroring processes ended: exit codes [0, 0, 0]" in pod.log()
@@ -184,7 +214,7 @@ def test_a_worker_paused_past_its_session_cannot_commit_what_it_copied(
     )
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
-    settle(stack.kafka_a, config, [topic])
+    settled(stack.kafka_a, stack.kafka_b, config, topic)
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
 
 
@@ -214,7 +244,7 @@ def test_committed_source_transactions_are_copied_once_and_aborted_ones_never(
         if round_ == 10:
             worker.kill()
             worker.start()
-    settle(stack.kafka_a, config, [topic])
+    settled(stack.kafka_a, stack.kafka_b, config, topic)
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
 
 
@@ -282,7 +312,7 @@ def test_the_target_down_past_the_transaction_timeout_at_5000_records_a_second(
     target_down(stack.kafka_b, worker, down)
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
-    total = settle(stack.kafka_a, config, [topic])
+    total = settled(stack.kafka_a, stack.kafka_b, config, topic)
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
     assert audited(config, stack.spark, total).duplicates == 0
 
@@ -310,7 +340,7 @@ def test_partitions_added_twice_to_a_busy_topic(stack: MirrorStack, tmp_path: Pa
     )
     stats = running.finish()
     assert stats.failed == 0, stats.errors
-    settle(stack.kafka_a, config, [topic])
+    settled(stack.kafka_a, stack.kafka_b, config, topic)
     assert all(w.running() for w in workers)
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
 
@@ -341,7 +371,7 @@ def test_a_leader_change_on_a_three_broker_target(
     kafka_b3.start_broker(2)
     stats = generator.finish(timeout=600)
     assert stats.failed == 0, stats.errors
-    total = settle(kafka_a, config, [topic])
+    total = settled(kafka_a, kafka_b3, config, topic)
     assert_each_record_once(kafka_a, kafka_b3, topic)
     assert audited(config, spark, total).duplicates == 0
 

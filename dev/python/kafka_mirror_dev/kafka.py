@@ -420,6 +420,10 @@ class LocalKafka(ClientPorts):
             if node.process is not None:
                 node.process.stop()
 
+    def server_logs(self) -> list[Path]:
+        """Each node's log: Kafka's warnings and errors (`_LOG4J2`)."""
+        return [node.directory / "logs" / "server.log" for node in self.nodes]
+
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
