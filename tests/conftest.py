@@ -32,6 +32,7 @@ from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack
 from tests.helpers.stack import BrokerLogs, MirrorStack, run_operator
+from tests.helpers.timeline import favour_this_line
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 pytest_plugins = [
@@ -332,6 +333,7 @@ def kube_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeNode]:
         if os.environ.get("CI"):
             pytest.fail(f"CI requires the real node, which cannot run here: {reason}")
         pytest.skip(reason)
+    favour_this_line()
     node = KubeNode(tmp_path_factory.mktemp("kube-node")).start()
     yield node
     problems = node.remove()
