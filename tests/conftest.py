@@ -30,9 +30,8 @@ from kafka_mirror_dev.spark import export_dev_jvm
 from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
-from tests.helpers.node import NodePods, NodeStack
+from tests.helpers.node import NodePods, NodeStack, favour_the_node_line
 from tests.helpers.stack import BrokerLogs, MirrorStack, run_operator
-from tests.helpers.timeline import favour_this_line
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
 pytest_plugins = [
@@ -333,7 +332,7 @@ def kube_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeNode]:
         if os.environ.get("CI"):
             pytest.fail(f"CI requires the real node, which cannot run here: {reason}")
         pytest.skip(reason)
-    favour_this_line()
+    favour_the_node_line()
     node = KubeNode(tmp_path_factory.mktemp("kube-node")).start()
     yield node
     problems = node.remove()

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,19 @@ from kafka_mirror_dev.node import KubeNode
 from kafka_mirror_dev.operator import OperatorProcess
 
 CONTAINER_ID_SCHEME = "containerd://"
+# The node's tests share one node, one after another: the suite's longest line, which ended
+# the run minutes after the others went idle (a quiet run: at 49.8 min, the others at 41.7).
+# Its processes (the node's parts, their pods, the brokers its tests start) inherit a lower
+# nice value from the line's test process, and so a larger share of the cores while the other
+# lines run.
+NODE_LINE_NICENESS = -5
+
+
+def favour_the_node_line() -> None:
+    """The calling test process, and every process it starts from now on, at
+    NODE_LINE_NICENESS (the node's tests run as root, which may lower it)."""
+    with suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, 0, NODE_LINE_NICENESS)
 
 
 class NodePods:

@@ -1,6 +1,6 @@
-"""How long tests are: the `long` tier, the order that keeps the suite short, the node's line
-favoured, and when each test ran on which of the suite's parallel workers, at the end of a run.
-A pytest plugin (the root conftest loads it).
+"""How long tests are: the `long` tier, the order that keeps the suite short, and when each
+test ran on which of the suite's parallel workers, at the end of a run. A pytest plugin (the
+root conftest loads it).
 
 pytest-xdist hands its workers the groups with the most tests first (the real node's, then the
 three-broker and the ACL clusters'), then single tests in collection order. A test that waits
@@ -12,19 +12,10 @@ the end says when each worker went idle; the per-test lines go to
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 
 import pytest
-
-# The real node's tests share one node, one after another: the suite's longest line, which ends
-# the run minutes after the others went idle (a quiet run: at 49.8 min, the others at 41.7). Its
-# processes (the node's parts, their pods and the brokers its tests start) inherit a lower
-# nice value from the line's test process, and so a larger share of the cores while the
-# other lines run.
-NODE_LINE_NICENESS = -5
 
 # The whole line of a long test: setup (its stack), call and teardown.
 PHASES = ("setup", "call", "teardown")
@@ -44,13 +35,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if declared_timeout(item) > usual:
             item.add_marker("long")
     items.sort(key=lambda item: -declared_timeout(item))  # stable: the others keep their order
-
-
-def favour_this_line() -> None:
-    """The calling test process, and every process it starts from now on, at
-    NODE_LINE_NICENESS (the node's tests run as root, which may lower it)."""
-    with contextlib.suppress(PermissionError):  # not root: the order alone keeps it short
-        os.setpriority(os.PRIO_PROCESS, 0, NODE_LINE_NICENESS)
 
 
 @dataclass
