@@ -21,11 +21,11 @@ from kafka_mirror_dev.node import KubeNode
 from kafka_mirror_dev.operator import OperatorProcess
 
 CONTAINER_ID_SCHEME = "containerd://"
-# The node's tests share one node, one after another: the suite's longest line, which ended
-# the run minutes after the others went idle (a quiet run: at 49.8 min, the others at 41.7).
-# Its processes (the node's parts, their pods, the brokers its tests start) inherit a lower
-# nice value from the line's test process, and so a larger share of the cores while the other
-# lines run.
+# The node's tests share one node, one after another: the suite's longest line. Its processes
+# (the node's parts, their pods, the brokers its tests start) inherit a lower nice value from
+# the line's test process, and so a larger share of the cores: beside a CPU hog the three lines
+# then ended within 0.2 min of each other. On a quiet machine the line is bound by its own
+# waits instead (49.7 min with it, 49.8 without).
 NODE_LINE_NICENESS = -5
 
 

@@ -42,6 +42,8 @@ class BrokerLogs:
 
     def print(self, last: int = 40) -> None:
         for path, start in self.starts.items():
+            if not path.exists():  # a node never started
+                continue
             with path.open("rb") as log:
                 log.seek(start)
                 lines = log.read().decode(errors="replace").splitlines()
