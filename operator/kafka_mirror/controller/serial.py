@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 # Unchanged children are applied again after this long (by the status loop), repairing what
 # was changed or deleted by hand; a change of the mirror, its selections or Secrets applies at once.
@@ -12,39 +13,51 @@ REAPPLY_AFTER = 300.0
 
 
 class OnePerKey:
-    """Runs one call per key at a time; a call that arrives meanwhile is run by the caller
-    already running, after its own (only the latest such call: it has the newest object).
+    """Runs one call per key at a time; calls that arrive meanwhile wait, and the caller already
+    running runs the latest of them after its own (it has the newest object): each waiting
+    caller then gets that call's result or exception.
 
     A mirror's create handler, its selection's handler and the status loop all converge it, often at
-    once; side by side they would only repeat the same idempotent applies.
+    once; side by side they would only repeat the same idempotent applies. Waiting, rather than
+    going on as if converged, lets the status loop report the outcome of the converge it joined
+    (a spec refused there) at once, not a tick later.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: set[str] = set()
-        self._next: dict[str, Callable[[], list[str]]] = {}
+        self._next: dict[str, tuple[Callable[[], list[str]], Future[list[str]]]] = {}
 
     def run(self, key: str, call: Callable[[], list[str]]) -> list[str]:
         with self._lock:
-            if key in self._running:
-                self._next[key] = call
-                return []
-            self._running.add(key)
-        result: list[str] = []
-        following: Callable[[], list[str]] | None = call
-        try:
-            while following is not None:
-                result = following() or result
-                with self._lock:  # checked and released together: no call slips between
-                    following = self._next.pop(key, None)
-                    if following is None:
-                        self._running.discard(key)
-        except BaseException:
-            with self._lock:
-                self._running.discard(key)
-                self._next.pop(key, None)  # the status loop converges again
-            raise
-        return result
+            waits = key in self._running
+            if waits:
+                pending = self._next.get(key)
+                outcome: Future[list[str]] = pending[1] if pending else Future()
+                self._next[key] = (call, outcome)  # replaces an older waiting call
+            else:
+                self._running.add(key)
+        if waits:
+            return outcome.result()
+        own: Future[list[str]] = Future()
+        _settle(own, call)
+        return self._run_waiting(key, own)
+
+    def _run_waiting(self, key: str, own: Future[list[str]]) -> list[str]:
+        while True:
+            with self._lock:  # checked and released together: no call slips between
+                pending = self._next.pop(key, None)
+                if pending is None:
+                    self._running.discard(key)
+                    return own.result()
+            _settle(pending[1], pending[0])
+
+
+def _settle(outcome: Future[list[str]], call: Callable[[], list[str]]) -> None:
+    try:
+        outcome.set_result(call())
+    except BaseException as error:  # handed to the caller it belongs to
+        outcome.set_exception(error)
 
 
 class AppliedChildren:
