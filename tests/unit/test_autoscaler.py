@@ -15,7 +15,6 @@ from pydantic import ValidationError
 from kafka_mirror.api.autoscaling import Autoscaling, AutoscalingStatus
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.controller.autoscaler import (
-    SCALE_UP_PAUSE_SECONDS,
     Load,
     decide,
     processes_per_pod,
@@ -54,8 +53,13 @@ def test_a_second_scale_up_waits_for_the_first_to_settle() -> None:
     assert (first.replicas, first.last_scale_time) == (2, T0)
     soon = decide(POLICY, first, 2, late(90), 1, T0 + timedelta(seconds=20))
     assert soon.replicas == 2 and "once the last scaling has settled" in soon.reason
-    later = T0 + timedelta(seconds=SCALE_UP_PAUSE_SECONDS)
+    later = T0 + timedelta(seconds=POLICY.scale_up_pause_seconds)
+    assert POLICY.scale_up_pause_seconds == 60  # the default
     assert decide(POLICY, soon, 2, late(90), 1, later).replicas == 6
+    # A shorter pause where pods start fast.
+    brief = POLICY.model_copy(update={"scale_up_pause_seconds": 15})
+    assert decide(brief, soon, 2, late(90), 1, T0 + timedelta(seconds=14)).replicas == 2
+    assert decide(brief, soon, 2, late(90), 1, T0 + timedelta(seconds=15)).replicas == 6
 
 
 def test_a_scale_down_waits_a_whole_window_of_low_readings_and_takes_their_highest() -> None:
@@ -143,6 +147,6 @@ def test_any_load_keeps_the_bounds_and_scales_down_at_most_once_a_window(
             downs.append(now)
         current = status.replicas
     for earlier, later in itertools.pairwise(ups):
-        assert (later - earlier).total_seconds() >= SCALE_UP_PAUSE_SECONDS
+        assert (later - earlier).total_seconds() >= POLICY.scale_up_pause_seconds
     for earlier, later in itertools.pairwise(downs):
         assert (later - earlier).total_seconds() >= POLICY.scale_down_window_seconds

@@ -46,6 +46,12 @@ class Autoscaling(ApiModel):
         description="Records not yet mirrored per source partition (`status.totalLag` over "
         "the partitions) to hold the mirror at.",
     )
+    scale_up_pause_seconds: Annotated[int, Field(ge=0, le=3_600)] = Field(
+        default=60,
+        description="After a step up, no further step up for this long: the workers it added "
+        "join the group and take partitions before their effect shows in the lag (a pod that "
+        "starts slowly wants more).",
+    )
     scale_down_window_seconds: Annotated[int, Field(ge=0, le=3_600)] = Field(
         default=300,
         description="The workers scale down only after the load stayed below its target this "

@@ -7,8 +7,9 @@ wanted count is the current one times that ratio (rounded up), within a toleranc
 1, and within the spec's bounds and the partitions' (more pods than the partitions can keep
 busy only rebalance). So a load that stays above its target after a step (the target is slow,
 the new workers did not help) asks for more again. A scale-up goes at once, though not again
-until the workers it added had time to join and take partitions; a scale-down only after every
-reading of `scaleDownWindowSeconds` asked for fewer, and then to the most any of them asked for.
+until the workers it added had time to join and take partitions (`scaleUpPauseSeconds`); a
+scale-down only after every reading of `scaleDownWindowSeconds` asked for fewer, and then to the
+most any of them asked for.
 
 The status is the autoscaler's memory (`status.autoscaling`): the count it wants, why, and the
 low readings so far. The next refresh converges the Deployment to that count.
@@ -27,8 +28,6 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.controller.status import Event
 
 TOLERANCE = 0.1  # HPA's: a load within 10 % of the target changes nothing
-# New workers join the group and take partitions before their effect shows in the lag.
-SCALE_UP_PAUSE_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,8 @@ def decide(
         return AutoscalingStatus(replicas=current, reason=reason, last_scale_time=last_scale)
     count, reading = wanted(policy, current, load, processes)
     if count > current:
-        paused = (
-            last_scale is not None and (now - last_scale).total_seconds() < SCALE_UP_PAUSE_SECONDS
-        )
+        pause = policy.scale_up_pause_seconds
+        paused = last_scale is not None and (now - last_scale).total_seconds() < pause
         if paused:
             return AutoscalingStatus(
                 replicas=current,
