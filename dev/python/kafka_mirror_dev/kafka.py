@@ -267,6 +267,9 @@ class LocalKafka(ClientPorts):
             # 1.7 % with 5 s, roughly measured). A test session keeps a dozen brokers idle on two
             # cores; metadata changes still go out at once.
             "metadata.max.idle.interval.ms": "5000",
+            # A transaction its killed writer left open ends at its timeout plus up to this
+            # (10 s by default); the exactly-once tests wait for that after every kill.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
         }
         if self.offsets_retention_minutes is not None:
             settings |= {
