@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import urllib.request
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -14,7 +15,7 @@ import yaml
 from kubernetes import client
 
 from kafka_mirror.kube import apply
-from kafka_mirror.render import WORKER_ENV
+from kafka_mirror.render import WORKER_ENV, label_selector
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER
 from tests.helpers.kafka import consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
@@ -185,6 +186,22 @@ def deployment_replicas(api: client.ApiClient, namespace: str, name: str) -> int
     return client.AppsV1Api(api).read_namespaced_deployment(name, namespace).spec.replicas
 
 
+# A worker pod has 60 s to stop (its terminationGracePeriodSeconds: in-flight records finished,
+# the group left), after the ReplicaSet or the garbage collector deletes it.
+WORKERS_STOP = 180
+
+
+def workers_left(node_stack: NodeStack) -> Callable[[], str]:
+    def said() -> str:
+        pods = node_stack.pods.core.list_namespaced_pod(
+            node_stack.namespace, label_selector=label_selector("m")
+        ).items
+        left = {p.metadata.name: p.status.phase for p in pods}
+        return f"the workers to stop: {left} left"
+
+    return said
+
+
 def test_selection_changes_scaling_pausing_and_deleting_take_effect(
     node_stack: NodeStack,
     node_kc: Kubectl,
@@ -262,7 +279,7 @@ def test_selection_changes_scaling_pausing_and_deleting_take_effect(
         get_custom(node_stack.api, node_stack.namespace, "kafkamirrors", "m"), "Ready"
     )
     assert (ready["status"], ready["reason"]) == ("False", "Paused")
-    wait_for(lambda: not node_stack.pods.any_workers("m"), 60, "the workers to stop")
+    wait_for(lambda: not node_stack.pods.any_workers("m"), WORKERS_STOP, workers_left(node_stack))
     produce(node_stack.kafka_a.bootstrap_servers, second, records(10, partitions=1))
     node_kc("patch", "kafkamirror/m", "--type=merge", "-p", '{"spec":{"paused":false}}')
     # At least once: a rebalance may send a record twice, so the check is the workers' own
@@ -303,7 +320,7 @@ def test_selection_changes_scaling_pausing_and_deleting_take_effect(
         60,
         "the deleted mirror's children to go",
     )
-    wait_for(lambda: not node_stack.pods.any_workers("m"), 60, "the workers to stop")
+    wait_for(lambda: not node_stack.pods.any_workers("m"), WORKERS_STOP, workers_left(node_stack))
     assert (
         remote_end(node_stack.kafka_b, f"{first}.A") == 50
         and remote_end(node_stack.kafka_b, f"{second}.A") >= 60
