@@ -307,7 +307,9 @@ def two_clusters() -> Iterator[tuple[Path, LocalKafka, LocalKafka]]:
     # The brokers' default group delay and Kafka's own JVM settings, as in production: a worker
     # pod's processes (and MirrorMaker 2's Connect workers) starting together form one generation.
     a, b = (
-        LocalKafka(n, workdir / n, initial_rebalance_delay_ms=3000, jvm=KAFKA_SCRIPTS_JVM)
+        LocalKafka(
+            n, workdir / n, initial_rebalance_delay_ms=3000, jvm=KAFKA_SCRIPTS_JVM, threads={}
+        )
         for n in ("A", "B")
     )
     try:

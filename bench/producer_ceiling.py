@@ -39,7 +39,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    cluster = LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM)
+    cluster = LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM, threads={})
     try:
         print("starting Kafka B…", flush=True)
         cluster.start()

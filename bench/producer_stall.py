@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS / "producer_stall.json")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    cluster = LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM)
+    cluster = LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM, threads={})
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
     try:
         cluster.start()

@@ -198,8 +198,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
     a, b = (
-        LocalKafka("A", workdir / "A", jvm=KAFKA_SCRIPTS_JVM),
-        LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM),
+        LocalKafka("A", workdir / "A", jvm=KAFKA_SCRIPTS_JVM, threads={}),
+        LocalKafka("B", workdir / "B", jvm=KAFKA_SCRIPTS_JVM, threads={}),
     )
     kube = KubeApiServer(workdir / "kube")
     operator: OperatorProcess | None = None

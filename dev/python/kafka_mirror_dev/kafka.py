@@ -44,6 +44,18 @@ KAFKA_SCRIPTS_JVM = ("-XX:+UseG1GC",)
 # CPU time against C2 and G1 (a broker's start, 1.5 to 6 million records written and read twice,
 # idle: 12-19 CPU-s → 6-10), and a broker wrote faster so.
 DEV_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# The dev clusters' brokers with fewer threads than Kafka's defaults (8 request handlers, 3
+# network threads, 4 group and share coordinator threads, ...), each waking on its own timers: an
+# idle broker took 2.3-2.7 % of a core with the defaults, 1.6 % so (2026-11-28), and a test
+# session keeps about ten of them on two cores. Two handlers still serve both cores.
+DEV_BROKER_THREADS = {
+    "num.io.threads": "2",
+    "num.network.threads": "1",
+    "background.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "group.coordinator.threads": "1",
+    "share.coordinator.threads": "1",
+}
 
 
 def java_command(
@@ -153,6 +165,8 @@ class LocalKafka(ClientPorts):
     offsets_retention_minutes: int | None = None
     # The brokers' JVM: the benchmarks give theirs Kafka's own (KAFKA_SCRIPTS_JVM), as production.
     jvm: tuple[str, ...] = DEV_JVM
+    # Kafka's own thread counts when empty: the benchmarks run their brokers as production does.
+    threads: dict[str, str] = field(default_factory=lambda: dict(DEV_BROKER_THREADS))
     nodes: list[KafkaNode] = field(init=False, repr=False)
     leaders_moved: bool = field(default=False, init=False, repr=False)  # by `stop_broker`
 
@@ -270,6 +284,7 @@ class LocalKafka(ClientPorts):
             # A transaction its killed writer left open ends at its timeout plus up to this
             # (10 s by default); the exactly-once tests wait for that after every kill.
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+            **self.threads,
         }
         if self.offsets_retention_minutes is not None:
             settings |= {
