@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror_dev.builds import kafka_libs
@@ -56,6 +56,25 @@ def end_offsets(bootstrap: str, topic: str, admin: AdminClient | None = None) ->
         tp.partition: result.result(timeout=10).offset
         for tp, result in admin.list_offsets(request, request_timeout=10).items()
     }
+
+
+def topic_id(bootstrap: str, topic: str) -> str:
+    """The topic's ID (its incarnation), as Kafka prints it and writes it on the brokers' disks."""
+    described = admin_for(bootstrap).describe_topics(TopicCollection([topic]))[topic]
+    return str(described.result(timeout=10).topic_id)
+
+
+def incarnation_on_disk(cluster: LocalKafka, topic: str, incarnation: str) -> bool:
+    """Whether a broker of `cluster` still holds a partition of `topic`'s incarnation (its ID)
+    in its log directory. A broker renames a deleted partition's directory once it stopped
+    taking records into it: the brokers' own evidence that a deletion is complete."""
+    for node in cluster.nodes:
+        for metadata in (node.directory / "data").glob(f"{topic}-*/partition.metadata"):
+            if metadata.parent.name.rpartition("-")[0] != topic:
+                continue  # another topic whose name starts with this one's
+            if f"topic_id: {incarnation}" in metadata.read_text():
+                return True
+    return False
 
 
 def create_topics(

@@ -155,6 +155,21 @@ class TrafficGenerator(ChildProcess):
     def stats(self) -> TrafficStats:
         return TrafficStats(**json.loads(self.stats_path.read_text()))
 
+    def stats_from_now(self) -> TrafficStats:
+        """Figures written after this call (the file can be half a second old, more on a busy
+        machine): every record from their `produced` on was produced after it."""
+        seen = self.stats()
+        fresh = [seen]
+
+        def written() -> bool:
+            fresh[0] = self.stats()
+            return fresh[0].elapsed != seen.elapsed or fresh[0].done
+
+        wait_for(
+            written, 30, lambda: f"the traffic generator's next figures: {fresh[0]}", every=0.05
+        )
+        return fresh[0]
+
     def finish(self, timeout: float = 300) -> TrafficStats:
         """Stop producing (a spec with a count: once it has produced them all) and wait until
         everything produced is acknowledged; the final figures."""
