@@ -223,16 +223,19 @@ def test_the_remote_topic_deleted_on_the_target_mid_stream(
     assert not missing, f"{len(missing)} records produced after the deletion are missing"
     assert worker.running()
 
+    # The copies' origins, read once: the mirror has settled, the new topic holds no more.
+    origins = {p: source_offsets(stack.kafka_b, remote, p) for p in positions}
+
     def skipped_by_checkpoints() -> dict[int, str]:
         """Per partition, what is wrong with the group's newest checkpoint in the new topic:
         past its end, or past a copy of a record at or after the group's position."""
         wrong = {}
         checkpoints = newest_checkpoints(stack.kafka_b, remote)
         for p, position in positions.items():
-            origins = source_offsets(stack.kafka_b, remote, p)
+            copies = origins[p]
             downstream = checkpoints[(group, p)].downstream_offset
-            if downstream > len(origins) or any(o >= position for o in origins[:downstream]):
-                wrong[p] = f"at {downstream} of {len(origins)} copies, the group at {position}"
+            if downstream > len(copies) or any(o >= position for o in copies[:downstream]):
+                wrong[p] = f"at {downstream} of {len(copies)} copies, the group at {position}"
         return wrong
 
     wait_for(
