@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, settings
 from kubernetes import client
 from pyspark.sql import SparkSession
 
-from kafka_mirror.audit.spark import session
 from kafka_mirror.kube import api_client, install_crds
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import HELM, KUBECTL, export_spark_jars
@@ -31,6 +30,7 @@ from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodePods, NodeStack, favour_the_node_line
+from tests.helpers.spark import LocalSpark
 from tests.helpers.stack import BrokerLogs, MirrorStack, run_operator
 from tests.helpers.worker import StartWorker, WorkerProcess, wait_for
 
@@ -300,11 +300,16 @@ def stack(
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One local Spark session per test process (its JVM takes 10-20 s to start)."""
-    spark = session("local[2]", {})
+def local_spark() -> Iterator[LocalSpark]:
+    spark = LocalSpark()
     yield spark
     spark.stop()
+
+
+@pytest.fixture
+def spark(local_spark: LocalSpark) -> SparkSession:
+    """The test process's local Spark session, proved to answer: tests/helpers/spark.py."""
+    return local_spark.get()
 
 
 @pytest.fixture(scope="module")

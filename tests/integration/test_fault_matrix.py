@@ -268,6 +268,7 @@ def test_the_target_down_past_the_workers_timeouts_at_20000_records_a_second(
     case.finish(outcomes, fault, stack.spark, time.monotonic(), generator, bound)
 
 
+@pytest.mark.timeout(1800)  # stalled past a minute by design, a million records; slower when busy
 def test_a_target_partition_stalled_while_the_others_flow(
     kafka_a: LocalKafka,
     kafka_b3: LocalKafka,
