@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic, newest_provenance
 from kafka_mirror_dev.kafka import LocalKafka
+from tests.helpers.kafka import admin_for
 from tests.helpers.worker import read_partition
 
 
@@ -17,7 +18,11 @@ def newest_checkpoints(
     """The newest checkpoint of each (group, partition) of `remote`, read straight from the
     target's checkpoints topic."""
     newest: dict[tuple[str, int], Checkpoint] = {}
-    for record in read_partition(target, checkpoints_topic(source_alias), 0, 0):
+    topic = checkpoints_topic(source_alias)
+    listed = admin_for(target.bootstrap_servers).list_topics(topic, timeout=10).topics.get(topic)
+    if listed is None or listed.error is not None:
+        return newest  # none written yet: a worker creates the topic when it starts
+    for record in read_partition(target, topic, 0, 0):
         assert record.key is not None and record.value is not None
         checkpoint = Checkpoint.decode(record.key, record.value)
         if checkpoint.topic == remote:

@@ -179,6 +179,16 @@ def test_a_group_rewound_on_a_resumes_on_b_at_the_rewound_position_after_a_failo
     assert group_offsets(b, app) == synced
     newest = newest_checkpoints(b, remote)
     rewound = {(remote, p): newest[(app, p)].downstream_offset for p in range(2)}
+    # Every record copied before the failover: this drill is about the rewound group (a backlog
+    # at the failover is `fail_over_behind`'s). On a busy machine a worker's re-sends had not
+    # reached the end yet when the failover stopped it (CI, 2026-11-28).
+    on_b: list[bytes] = []
+
+    def copied_all() -> bool:
+        on_b[:] = [r.value or b"" for p in range(2) for r in read_partition(b, remote, p, 0)]
+        return len(set(on_b)) == 2_000
+
+    wait_for(copied_all, 120, lambda: f"B to hold all 2,000 records: {len(set(on_b)):,} there")
 
     patch_spec(
         node_stack.api,
@@ -188,10 +198,14 @@ def test_a_group_rewound_on_a_resumes_on_b_at_the_rewound_position_after_a_failo
     )
     completed(node_stack, "failover")
     assert group_offsets(b, app) == rewound != synced
-    # From there the group reads every record from its rewound position on, on B.
+    # From there the group reads every record from its rewound position on, on B: none skipped.
+    # At least once, it may read again records below it that B holds twice (a worker's
+    # re-sends put their copies after the first ones), no more of them than B holds twice.
     read = set(application(b, app, [remote], limit=None))
     expected = {r.value for r in tagged("r", 2_000, (0, 1)) if int(r.key.split(b"-")[1]) >= 400}
-    assert read == expected, (len(read), len(expected))
+    assert expected <= read, f"skipped: {sorted(expected - read)[:10]}"
+    twice = len(on_b) - len(set(on_b))
+    assert len(read - expected) <= twice, (sorted(read - expected)[:10], twice)
 
 
 def test_a_failover_longer_than_the_sources_offsets_retention_fails_back_without_a_recopy(
