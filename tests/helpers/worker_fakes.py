@@ -254,8 +254,7 @@ class FakeProducer:
 
 
 class FakeReader:
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        return None
+    """The tails' reader: the fake workers make their checkpoint task but run no pass of it."""
 
 
 class FakeAdmin:

