@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -133,26 +133,84 @@ def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     yield from _cluster("B", tmp_path_factory)
 
 
+class GroupCluster:
+    """A cluster that only one group of tests uses (`ONE_WORKER`: the group runs in a row on one
+    worker): started for the group's first test and stopped after its last
+    (`pytest_runtest_teardown` below), not kept idle for the rest of the session (an idle
+    broker takes about 1.2 % of a core; the three brokers' group ends a quarter of the way in).
+    A later test that needs it again gets a new one."""
+
+    def __init__(self, fixture: str, start: Callable[[], LocalKafka]) -> None:
+        self.fixture, self.start = fixture, start
+        self.cluster: LocalKafka | None = None
+        GROUP_CLUSTERS.append(self)
+
+    def get(self) -> LocalKafka:
+        if self.cluster is None:
+            self.cluster = self.start()
+        return self.cluster
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.remove()
+            self.cluster = None
+
+
+GROUP_CLUSTERS: list[GroupCluster] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the test's own fixtures: a group's cluster stopped when the next test (pytest-xdist
+    names it before running this one) does not use it."""
+    yield
+    following = set(getattr(nextitem, "fixturenames", ()))
+    for group in GROUP_CLUSTERS:
+        if group.fixture not in following:
+            group.stop()
+
+
+def _started(cluster: LocalKafka) -> LocalKafka:
+    cluster.start()
+    return cluster
+
+
 @pytest.fixture(scope="session")
-def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    yield from _cluster("B", tmp_path_factory, brokers=3)
+def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
+    group = GroupCluster(
+        "kafka_b3",
+        lambda: _started(LocalKafka("B", tmp_path_factory.mktemp("kafka-B"), brokers=3)),
+    )
+    yield group
+    group.stop()
 
 
 @pytest.fixture
-def kafka_b3(three_brokers: LocalKafka) -> Iterator[LocalKafka]:
+def kafka_b3(three_brokers: GroupCluster) -> Iterator[LocalKafka]:
     """A target cluster B of three brokers (node 1 also the KRaft controller), for the tests
     that stop one broker (`stop_broker(2)` or `3`) to stall the partitions that need it. One
-    per test process; a test that stopped a broker hands it on with every broker running and
-    every leader back where it was (`LocalKafka.restore_leaders`)."""
-    yield three_brokers
-    three_brokers.restore_leaders()
+    per test process at a time; a test that stopped a broker hands it on with every broker
+    running and every leader back where it was (`LocalKafka.restore_leaders`)."""
+    cluster = three_brokers.get()
+    yield cluster
+    cluster.restore_leaders()
 
 
 @pytest.fixture(scope="session")
-def kafka_b_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
+    group = GroupCluster(
+        "kafka_b_acl",
+        lambda: _started(LocalKafka("B", tmp_path_factory.mktemp("kafka-B"), authorizer=True)),
+    )
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def kafka_b_acl(acl_cluster: GroupCluster) -> LocalKafka:
     """A target cluster B (one node) whose brokers check ACLs (KRaft's StandardAuthorizer),
     allowing everything no ACL names: for the tests that deny the mirror a topic."""
-    yield from _cluster("B", tmp_path_factory, authorizer=True)
+    return acl_cluster.get()
 
 
 @pytest.fixture(scope="session")
