@@ -211,6 +211,10 @@ OSCILLATION_PAUSE_SECONDS = 60  # the default: a burst's readings ask for more w
 # over), and the next burst's generator takes seconds to start on a busy machine: the low
 # readings between bursts ran past a window of 60 s in CI.
 SCALE_DOWN_WINDOW_SECONDS = 120
+# Once the bursts have stopped, the way back to one is the subject (not the window's length,
+# which the bursts tested): the mirror's window is shortened to this, which also shows that a
+# changed window applies to the readings already made.
+STEP_DOWN_WINDOW_SECONDS = 20
 
 
 def test_a_load_oscillating_around_the_target_does_not_flap_the_workers(
@@ -219,7 +223,7 @@ def test_a_load_oscillating_around_the_target_does_not_flap_the_workers(
     """Bursts that take the lag far above the target, each drained and followed by a quiet
     spell shorter than the window: the workers step up (a second step only after the pause),
     never down while the bursts come (each breaks the window of low readings), and back to
-    one after they stop."""
+    one after they stop (the window then shortened: its length was the bursts' subject)."""
     api, namespace, a = node_stack.api, node_stack.namespace, node_stack.kafka_a
     client_quota(node_stack.kafka_b, WORKER_QUOTA)
     request.addfinalizer(lambda: client_quota(node_stack.kafka_b, None))  # B serves other tests
@@ -290,6 +294,8 @@ def test_a_load_oscillating_around_the_target_does_not_flap_the_workers(
     assert any("records per partition" in r and "wanted" not in r for r in reasons), reasons
     assert any("wanted if the load stays low" in r for r in reasons), reasons
     apps = client.AppsV1Api(api)
+    policy["scaleDownWindowSeconds"] = STEP_DOWN_WINDOW_SECONDS
+    apply(api, mirror("oscillating", namespace, source, target, worker=WORKER, autoscaling=policy))
     # A step down goes to the most any reading of its window asked for (the drain's tail asks
     # for more than one): two windows, then.
     wait_for(
@@ -297,6 +303,6 @@ def test_a_load_oscillating_around_the_target_does_not_flap_the_workers(
             apps.read_namespaced_deployment(worker_name("oscillating"), namespace).spec.replicas
             == 1
         ),
-        3 * SCALE_DOWN_WINDOW_SECONDS + 120,
+        3 * STEP_DOWN_WINDOW_SECONDS + 120,
         lambda: f"the steps down once the bursts stopped: {reason()}",
     )
