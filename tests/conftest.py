@@ -140,8 +140,8 @@ class GroupCluster:
     broker takes about 1.2 % of a core; the three brokers' group ends a quarter of the way in).
     A later test that needs it again gets a new one."""
 
-    def __init__(self, fixture: str, start: Callable[[], LocalKafka]) -> None:
-        self.fixture, self.start = fixture, start
+    def __init__(self, group: str, start: Callable[[], LocalKafka]) -> None:
+        self.group, self.start = group, start
         self.cluster: LocalKafka | None = None
         GROUP_CLUSTERS.append(self)
 
@@ -162,11 +162,12 @@ GROUP_CLUSTERS: list[GroupCluster] = []
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """After the test's own fixtures: a group's cluster stopped when the next test (pytest-xdist
-    names it before running this one) does not use it."""
+    names it before running this one) is not of its group."""
     yield
-    following = set(getattr(nextitem, "fixturenames", ()))
+    marker = nextitem.get_closest_marker("xdist_group") if nextitem is not None else None
+    following = marker.args[0] if marker is not None else None
     for group in GROUP_CLUSTERS:
-        if group.fixture not in following:
+        if group.group != following:
             group.stop()
 
 
@@ -178,7 +179,7 @@ def _started(cluster: LocalKafka) -> LocalKafka:
 @pytest.fixture(scope="session")
 def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
     group = GroupCluster(
-        "kafka_b3",
+        ONE_WORKER["kafka_b3"],
         lambda: _started(LocalKafka("B", tmp_path_factory.mktemp("kafka-B"), brokers=3)),
     )
     yield group
@@ -199,7 +200,7 @@ def kafka_b3(three_brokers: GroupCluster) -> Iterator[LocalKafka]:
 @pytest.fixture(scope="session")
 def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
     group = GroupCluster(
-        "kafka_b_acl",
+        ONE_WORKER["kafka_b_acl"],
         lambda: _started(LocalKafka("B", tmp_path_factory.mktemp("kafka-B"), authorizer=True)),
     )
     yield group

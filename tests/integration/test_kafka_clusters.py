@@ -19,7 +19,9 @@ from tests.helpers.worker import wait_for
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture(params=["A", "B", "B3"])
+# B3's cases join its group (tests/conftest.py `ONE_WORKER`), which its fixture gives the tests
+# that name it: here it is asked for by name at run time.
+@pytest.fixture(params=["A", "B", pytest.param("B3", marks=pytest.mark.xdist_group("b3"))])
 def cluster(request: pytest.FixtureRequest) -> LocalKafka:
     """Each cluster: A and B of one node, and the three-broker B3 (whose partitions on nodes 2
     and 3 are reached over their own listeners)."""
