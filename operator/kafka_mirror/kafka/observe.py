@@ -76,17 +76,24 @@ class PartitionProgress:
         return max(self.end - position, 0)
 
 
-def _result(future: Any) -> Any:
+def _result(future: Any, timeout: float) -> Any:
+    """The answer of an admin request sent with `timeout`, waited for twice that at most: the
+    status loop waits for every refresh, and librdkafka's coordinator requests (a group's
+    offsets) are unreliable around a broker restart (librdkafka#3663: their bookkeeping fails
+    an assertion; an answer lost that way would hold every status for ever)."""
     try:
-        return future.result()
+        return future.result(timeout=2 * timeout)
     except KafkaException as error:
         raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
+    except TimeoutError:
+        message = f"no answer within {2 * timeout:g} s to a request limited to {timeout:g} s"
+        raise ClusterUnavailable("KafkaError", message) from None
 
 
 def _offset_or_error(future: Any) -> int | ClusterUnavailable:
     """One partition's answer in a batch: its error must not fail the other callers' reads."""
     try:
-        return int(_result(future).offset)
+        return int(_result(future, REQUEST_TIMEOUT).offset)
     except ClusterUnavailable as error:
         return error
 
@@ -256,7 +263,7 @@ class ClusterReader:
         request = [ConsumerGroupTopicPartitions(group)]
         futures = self._admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT)
         try:
-            offsets = _result(futures[group])
+            offsets = _result(futures[group], REQUEST_TIMEOUT)
         except ClusterUnavailable:
             self._renew_admin()
             raise
