@@ -282,6 +282,7 @@ def fail_over_behind(
     b: LocalKafka,
     scenario: Scenario,
     on_b: int,
+    operator: OperatorProcess,
 ) -> list[bytes]:
     """From a scenario whose first 400 records B holds: the mirror falls behind by 50 records,
     A is lost, and a-to-b is failed over declaratively (RPO 50) and unpaused (its failover keeps
@@ -310,7 +311,10 @@ def fail_over_behind(
     wait_for(
         lambda: bool(operation_of(api, namespace).get("sourceBack")),
         240,
-        lambda: f"a-to-b to count A's records: {status_of(api, namespace, 'a-to-b')}",
+        lambda: (
+            f"a-to-b to count A's records: {status_of(api, namespace, 'a-to-b')}; "
+            f"{operator.status_loop_seen()}"
+        ),
     )
     assert operation_of(api, namespace)["sourceBack"]["totalRecords"] == 50
     return read_on_b

@@ -225,7 +225,9 @@ def test_a_failover_longer_than_the_sources_offsets_retention_fails_back_without
     t, app = scenario.topic, scenario.app
 
     # The mirror falls behind by 50 records (16, 17 and 17 a partition), and A is lost.
-    read_on_b = fail_over_behind(api, namespace, a, b, scenario, on_b=3_000)
+    read_on_b = fail_over_behind(
+        api, namespace, a, b, scenario, on_b=3_000, operator=node_stack.operator
+    )
 
     # The outage outlasts A's offsets retention: the mirror's group is gone. Then retention
     # moves the log starts past its position on 0 (offsets 134-143 never copied), and below it

@@ -68,7 +68,9 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     # The mirror falls behind by 50 records, then A is cut off: fail over, declaratively. On B
     # the group reads t.A, producers write the local t (100,000 records) and the group reads
     # part of it. A comes back, and a-to-b says what A holds that B never had: the 50.
-    read_on_b = fail_over_behind(kube_api, namespace, kafka_a, kafka_b, scenario, on_b=ON_B)
+    read_on_b = fail_over_behind(
+        kube_api, namespace, kafka_a, kafka_b, scenario, on_b=ON_B, operator=node_stack.operator
+    )
 
     # A is back, slowed by a quota, and B took a lot: the reverse mirror B→A (t as t.B; never
     # t.A back) turns Ready with a backlog, and the return is asked at once, as the runbook's

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import sys
 import time
+import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror_dev.processes import ChildProcess, answers, free_port
 
@@ -45,3 +48,20 @@ class OperatorProcess(ChildProcess):
 
     def alive(self) -> bool:
         return answers(f"http://127.0.0.1:{self.port}/healthz")
+
+    def status_loop_seen(self) -> str:
+        """When the status loop last finished a tick, as its metric says: for a failure
+        message, which then tells a loop that stood still from refreshes that failed."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text = response.read().decode()
+        except OSError as error:
+            return f"the operator's metrics did not answer: {error}"
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name = "kafka_mirror_operator_status_refreshed_timestamp_seconds"
+                if sample.name == name and sample.value > 0:  # 0: none yet
+                    ago = time.time() - sample.value
+                    return f"the operator's status loop last finished a tick {ago:.0f} s ago"
+        return "the operator has not finished a status tick"
