@@ -37,8 +37,8 @@ test: lint build
 	$(BIN)/pytest $(PARALLEL)
 
 ## The inner loop: lint, the unit tests, and the integration tests that need only Kafka and the
-## API server (not the real node, Spark nor Helm), and in seconds, not minutes by design (`long`:
-## outages, backlogs of millions); about five minutes once the cache is warm.
+## API server (not the real node, Spark nor Helm), and in seconds by design (not `long`: an outage,
+## a backlog, a stream of 100,000s of records, a timeout waited out); about five minutes warm.
 check: lint
 	$(BIN)/pytest $(PARALLEL) -m 'not (node or spark or helm or long)'
 

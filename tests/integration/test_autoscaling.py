@@ -39,6 +39,7 @@ PARTITIONS = 8
 SCALE_UP_PAUSE_SECONDS = 15  # the default's 60 s would only lengthen the wait
 
 
+@pytest.mark.long  # scaling windows
 def test_waiting_records_scale_the_workers_up_and_a_caught_up_mirror_back_down(
     kube_api: client.ApiClient,
     namespace: str,

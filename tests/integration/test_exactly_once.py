@@ -145,6 +145,7 @@ def test_workers_killed_every_three_seconds_copy_each_record_once(
     assert audited(config, stack.spark, total).duplicates == 0
 
 
+@pytest.mark.long  # 200,000 records, a transaction timed out
 def test_three_processes_in_one_pod_one_killed_under_load_copy_each_record_once(
     stack: MirrorStack, tmp_path: Path
 ) -> None:
@@ -188,6 +189,7 @@ def assignments(worker: WorkerProcess) -> int:
     return len(re.findall(r"assigned [1-9]\d* partitions", worker.log()))
 
 
+@pytest.mark.long  # paused past its session while 150,000 records stream
 def test_a_worker_paused_past_its_session_cannot_commit_what_it_copied(
     stack: MirrorStack, tmp_path: Path
 ) -> None:
@@ -224,6 +226,7 @@ def test_a_worker_paused_past_its_session_cannot_commit_what_it_copied(
     assert_each_record_once(stack.kafka_a, stack.kafka_b, topic)
 
 
+@pytest.mark.long  # a killed worker's transaction times out (20 s)
 def test_committed_source_transactions_are_copied_once_and_aborted_ones_never(
     stack: MirrorStack, tmp_path: Path
 ) -> None:
@@ -323,6 +326,7 @@ def test_the_target_down_past_the_transaction_timeout_at_5000_records_a_second(
     assert audited(config, stack.spark, total).duplicates == 0
 
 
+@pytest.mark.long  # three streams of 10,000 records a second
 def test_partitions_added_twice_to_a_busy_topic(stack: MirrorStack, tmp_path: Path) -> None:
     """The remote topic grows, the group on the target rebalances onto the new partitions."""
     topic = unique("eos-grow")

@@ -21,6 +21,7 @@ from tests.helpers.worker import start_identity_pair
 pytestmark = [pytest.mark.kafka]
 
 
+@pytest.mark.long  # 200,000 records streamed both ways
 def test_identity_both_ways_with_records_derived_from_mirrored_ones(
     stack: MirrorStack,
     outcomes: list[Outcome],

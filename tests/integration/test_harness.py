@@ -45,6 +45,7 @@ pytestmark = pytest.mark.kafka
 RATE = 20_000  # records a second: the fault matrix's steady traffic
 
 
+@pytest.mark.long  # a stream at the fault matrix's rate
 def test_the_traffic_streams_while_a_worker_mirrors_it_and_the_copy_is_exact(
     stack: MirrorStack,
     tmp_path: Path,

@@ -69,6 +69,7 @@ def rendered(api: client.ApiClient, namespace: str, name: str) -> bool:
     return exists(core.read_namespaced_config_map, f"{name}-worker-config", namespace)
 
 
+@pytest.mark.long  # leases run out
 def test_one_operator_acts_and_the_other_takes_over_when_it_is_killed_or_stopped(
     kube_api: client.ApiClient, namespace: str, operators: list[OperatorProcess]
 ) -> None:

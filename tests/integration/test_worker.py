@@ -481,6 +481,7 @@ def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_
     assert "mirroring processes ended: exit codes [0, 0, 0]" in worker.log()
 
 
+@pytest.mark.long  # a backlog
 def test_a_backlog_drains_through_a_long_lingering_producer_and_every_record_arrives_once(
     stack: MirrorStack,
 ) -> None:
