@@ -23,13 +23,12 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror_dev.clients import DetachedAdmin
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.prerequisites import worker_env
-from kafka_mirror_dev.processes import ChildProcess, free_port
+from kafka_mirror_dev.processes import ChildProcess, free_port, metric_samples
 from tests.helpers.kafka import Record, create_topics, end_offsets, unique
 
 StartWorker = Callable[..., "WorkerProcess"]  # the `start_worker` fixture
@@ -105,13 +104,8 @@ class WorkerProcess(ChildProcess):
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of a metric's samples whose labels include `labels` (0 if none)."""
-        text = self.get("/metrics") or ""
-        total = 0.0
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and labels.items() <= sample.labels.items():
-                    total += sample.value
-        return total
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        return sum(metric_samples(url, name, **labels) or [])
 
     def dump_stacks(self) -> None:
         """Every thread's stack into the log (the worker registers SIGUSR1 with faulthandler)."""

@@ -12,7 +12,6 @@ import base64
 import json
 import re
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +26,6 @@ from confluent_kafka.admin import (
 )
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from kafka_mirror.api.clusters import KafkaCluster
@@ -35,6 +33,7 @@ from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.kube import apply
 from kafka_mirror.render import CONFIG_CHECKSUM_ANNOTATION, WORKER_ENV
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, LocalKafka
+from kafka_mirror_dev.processes import metric_samples
 from tests.helpers.kafka import admin_for, consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
 from tests.helpers.node import NodeStack
@@ -399,20 +398,8 @@ def pods_mirrored(pods: list[Any], topic: str) -> float:
     total = 0.0
     for pod in pods:
         (port,) = [p.container_port for p in pod.spec.containers[0].ports if p.name == "metrics"]
-        try:
-            with urllib.request.urlopen(
-                f"http://{pod.status.pod_ip}:{port}/metrics", timeout=2
-            ) as response:
-                text = response.read().decode()
-        except OSError:
-            continue
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if (
-                    sample.name == "kafka_mirror_records_total"
-                    and sample.labels.get("topic") == topic
-                ):
-                    total += sample.value
+        url = f"http://{pod.status.pod_ip}:{port}/metrics"
+        total += sum(metric_samples(url, "kafka_mirror_records_total", topic=topic) or [])
     return total
 
 

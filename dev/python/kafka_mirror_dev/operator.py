@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from kafka_mirror_dev.processes import ChildProcess, answers, free_port
+from kafka_mirror_dev.processes import ChildProcess, answers, free_port, metric_samples
 
 
 class OperatorProcess(ChildProcess):
@@ -53,15 +50,10 @@ class OperatorProcess(ChildProcess):
         """When the status loop last finished a tick, as its metric says: for a failure
         message, which then tells a loop that stood still from refreshes that failed."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                text = response.read().decode()
-        except OSError as error:
-            return f"the operator's metrics did not answer: {error}"
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                name = "kafka_mirror_operator_status_refreshed_timestamp_seconds"
-                if sample.name == name and sample.value > 0:  # 0: none yet
-                    ago = time.time() - sample.value
-                    return f"the operator's status loop last finished a tick {ago:.0f} s ago"
-        return "the operator has not finished a status tick"
+        ticks = metric_samples(url, "kafka_mirror_operator_status_refreshed_timestamp_seconds")
+        if ticks is None:
+            return "the operator's metrics did not answer"
+        if not any(ticks):  # 0 until the first tick
+            return "the operator has not finished a status tick"
+        ago = time.time() - max(ticks)
+        return f"the operator's status loop last finished a tick {ago:.0f} s ago"

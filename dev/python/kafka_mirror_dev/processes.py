@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 # Listening ports come from below Linux's ephemeral range (32768-60999). A port the kernel picks
 # from that range can be taken, before our server binds it, as the local end of some client's
 # outgoing connection (a CI run lost the operator's metrics port that way).
@@ -63,6 +65,22 @@ def answers(url: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def metric_samples(url: str, name: str, **labels: str) -> list[float] | None:
+    """The values of the samples of metric `name` whose labels include `labels`, scraped from a
+    Prometheus endpoint; None when it does not answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    return [
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    ]
 
 
 def pid_alive(pid: int) -> bool:
