@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions
 from pyspark.sql import SparkSession
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
+from kafka_mirror.kafka.groups import ask_committed
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import ContentReport, check_content
 from tests.helpers.kafka import admin_for, end_offsets, produce, records
@@ -166,10 +166,9 @@ def committed_problems(source: LocalKafka, group: str) -> dict[tuple[str, int], 
     """The reasons the workers committed with their offsets, per topic and partition (read
     straight from the source's group coordinator)."""
     admin = admin_for(source.bootstrap_servers)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     return {
         (tp.topic, tp.partition): tp.metadata
-        for tp in result.result(timeout=10).topic_partitions or []
+        for tp in ask_committed(admin, group).result(timeout=10).topic_partitions or []
         if tp.metadata
     }
 

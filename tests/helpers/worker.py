@@ -24,7 +24,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from kafka_mirror.kafka.client import GROUP_REQUEST_LIMIT
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from kafka_mirror.kafka.groups import committed_offsets
 from kafka_mirror_dev.clients import DetachedAdmin
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.prerequisites import worker_env
@@ -162,14 +164,8 @@ def wait_while_advancing(
 def group_offsets(cluster: LocalKafka, group: str) -> dict[tuple[str, int], int]:
     # A client of its own: the session's cached one kept timing out on group requests after
     # its cluster restarted (seen with librdkafka 2.16).
-    request = [ConsumerGroupTopicPartitions(group)]
     with DetachedAdmin(cluster.bootstrap_servers) as admin:
-        result = admin.client.list_consumer_group_offsets(request, request_timeout=10)[group]
-        return {
-            (tp.topic, tp.partition): tp.offset
-            for tp in result.result(timeout=10).topic_partitions or []
-            if tp.offset >= 0
-        }
+        return committed_offsets(admin.client, group)
 
 
 def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) -> list[Record]:
@@ -238,7 +234,10 @@ def commit_group(cluster: LocalKafka, group: str, topic: str, offsets: dict[int,
         )
     ]
     with DetachedAdmin(cluster.bootstrap_servers) as admin:
-        result = admin.client.alter_consumer_group_offsets(request)[group].result(timeout=10)
+        asked = admin.client.alter_consumer_group_offsets(
+            request, request_timeout=GROUP_REQUEST_LIMIT
+        )
+        result = asked[group].result(timeout=10)
     errors = [tp.error for tp in result.topic_partitions or [] if tp.error is not None]
     assert not errors, errors
 

@@ -4,6 +4,9 @@ exactly what the checkpoints say, backwards too; a group with members is left al
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -70,3 +73,49 @@ def test_records_in_an_open_transaction_are_counted_per_partition(kafka_a: Local
     assert since is not None and began - timedelta(milliseconds=1) <= since <= datetime.now(UTC)
     open_tx.commit_transaction(30)
     wait_for(lambda: source.in_open_transactions([topic]) == {}, 30, "the commit's marker")
+
+
+# Each read from a new client, whose coordinator is not known yet, with every wait shrunk to 1 ms
+# so that it gives up while the coordinator is being looked up; then the coordinator answers.
+GIVEN_UP_READS = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    from kafka_mirror.kafka import groups, observe
+
+    groups.ADMIN_TIMEOUT, observe.REQUEST_TIMEOUT = 0.001, 0.0005
+    settings = {"bootstrap.servers": sys.argv[1]}
+    given_up = 0
+    for _ in range(5):
+        for read in (
+            lambda: groups.committed_offsets(AdminClient(settings), "g"),
+            lambda: groups.is_active(AdminClient(settings), "g"),
+            lambda: groups.commit_to_idle_group(AdminClient(settings), "g", {("t", 0): 1}),
+            lambda: observe.ClusterReader("A", settings).progress("g", {}),
+        ):
+            try:
+                read()
+            except (TimeoutError, KafkaException):  # ClusterUnavailable is one
+                given_up += 1
+            time.sleep(0.3)  # the coordinator is found meanwhile
+    print(given_up)
+    """
+)
+
+
+def test_a_group_request_given_up_before_its_coordinator_is_found_does_not_abort(
+    kafka_a: LocalKafka,
+) -> None:
+    """librdkafka 2.16 aborts the process when a group request reaches librdkafka's own limit
+    while its coordinator is looked up and the coordinator is found afterwards (librdkafka#3663;
+    the same child aborted at its first read when the requests carried our wait as that limit).
+    Our waits end such requests, not librdkafka: the reads fail and the process lives on."""
+    child = subprocess.run(
+        [sys.executable, "-c", GIVEN_UP_READS, kafka_a.bootstrap_servers],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, f"the reader exited {child.returncode}: {child.stderr[-2000:]}"
+    assert int(child.stdout) > 0, "no read gave up: the test did not reach the case it is about"

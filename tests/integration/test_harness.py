@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ElectionType, KafkaError, Message, Producer, TopicPartition
 
+from kafka_mirror.kafka.client import GROUP_REQUEST_LIMIT
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror_dev.coordinators import coordinator_partition, probe_groups
 from kafka_mirror_dev.kafka import LocalKafka
@@ -263,7 +264,9 @@ def test_three_brokers_stall_the_partitions_a_stopped_broker_is_needed_for(
         its computed partition). A broker's metadata may lag the election by a moment."""
         offsets = admin_for(bootstrap).list_topics("__consumer_offsets", timeout=10)
         partitions = offsets.topics["__consumer_offsets"].partitions
-        described = admin_for(bootstrap).describe_consumer_groups(groups)
+        described = admin_for(bootstrap).describe_consumer_groups(
+            groups, request_timeout=GROUP_REQUEST_LIMIT
+        )
         return {p: (m.leader, m.replicas[0]) for p, m in partitions.items()}, {
             g: (described[g].result(10).coordinator.id, partitions[coordinator_partition(g)].leader)
             for g in groups

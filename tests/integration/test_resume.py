@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import TopicPartition
 
+from kafka_mirror.kafka.client import GROUP_REQUEST_LIMIT
 from kafka_mirror_dev.clients import DetachedAdmin
 from tests.helpers.kafka import create_topics, produce, records, unique
 from tests.helpers.stack import MirrorStack
@@ -41,7 +42,8 @@ def test_a_mirror_whose_source_group_expired_resumes_after_its_last_copies(
     # While the mirror stands stopped, its group's offsets expire on A, 400 more records come,
     # and A's retention removes 50 of them before anything mirrored them.
     with DetachedAdmin(stack.kafka_a.bootstrap_servers) as admin:
-        admin.client.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+        deleted = admin.client.delete_consumer_groups([group], request_timeout=GROUP_REQUEST_LIMIT)
+        deleted[group].result(timeout=30)
     assert group_offsets(stack.kafka_a, group) == {}
     produce(stack.kafka_a.bootstrap_servers, topic, written[600:])  # offsets 300-499 a partition
     with DetachedAdmin(stack.kafka_a.bootstrap_servers) as admin:

@@ -11,6 +11,7 @@ import psutil
 import pytest
 from confluent_kafka import Consumer
 
+from kafka_mirror.kafka.client import GROUP_REQUEST_LIMIT
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.worker import remote_topics
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_USER, LocalKafka
@@ -465,7 +466,8 @@ def test_three_processes_in_one_pod_share_the_partitions_and_mirror_each_record_
     )
     assert report.lossless and report.duplicates == 0, report
     group = worker_group(config)
-    described = admin_for(stack.kafka_a.bootstrap_servers).describe_consumer_groups([group])[group]
+    admin = admin_for(stack.kafka_a.bootstrap_servers)
+    described = admin.describe_consumer_groups([group], request_timeout=GROUP_REQUEST_LIMIT)[group]
     members = described.result(timeout=10).members
     assert len(members) == 3 and all(m.assignment.topic_partitions for m in members), members
     # The pod's one endpoint speaks for the three: counts add up, health covers each.

@@ -8,9 +8,17 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
-# One admin request, and the wait for its result. Generous: librdkafka (2.16) can fail an
-# assertion and abort the process when an admin group request times out (librdkafka#4605).
+# One admin request, and the wait for its result.
 ADMIN_TIMEOUT = 30.0
+
+# librdkafka's own limit on a request that a group's coordinator answers (a group's offsets,
+# description or commit). librdkafka (2.16) aborts the process when such a request reaches its
+# limit while the coordinator is still being looked up and the coordinator is found afterwards
+# (librdkafka#3663, #4605: the request's bookkeeping is released twice; a new client asking with
+# a 1 ms limit aborts at once). So the limit is the longest librdkafka takes, an hour, which no
+# wait of ours reaches: callers bound their wait on the answer and drop the client when it fails
+# (destroying it with the request pending is safe).
+GROUP_REQUEST_LIMIT = 3600.0
 
 # The cluster refused who we are or what we may do: fix credentials or ACLs, retrying won't.
 AUTH_ERRORS = frozenset(

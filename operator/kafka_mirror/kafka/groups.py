@@ -10,6 +10,7 @@ source resumes on the target where it was rewound to)."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from kafka_mirror.kafka.client import ADMIN_TIMEOUT
+from kafka_mirror.kafka.client import ADMIN_TIMEOUT, GROUP_REQUEST_LIMIT
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.kafka.tail import read_to_end
 
@@ -41,13 +42,18 @@ class Committed:
     offsets: dict[Position, int] = field(default_factory=dict)  # committed now
 
 
+def ask_committed(admin: AdminClient, group: str) -> Future[ConsumerGroupTopicPartitions]:
+    """The request for the group's committed offsets (with their metadata). Wait for it with a
+    limit, and drop `admin` when the wait fails (GROUP_REQUEST_LIMIT says why)."""
+    return admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=GROUP_REQUEST_LIMIT
+    )[group]
+
+
 def committed_offsets(admin: AdminClient, group: str) -> dict[Position, int]:
     """The group's committed offsets ({} for a group the cluster does not know). A failed read
     raises: taken for "nothing committed", it would make the next commit unconditional."""
-    futures = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=ADMIN_TIMEOUT
-    )
-    result = futures[group].result(timeout=ADMIN_TIMEOUT)
+    result = ask_committed(admin, group).result(timeout=ADMIN_TIMEOUT)
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.topic_partitions or []
@@ -56,7 +62,7 @@ def committed_offsets(admin: AdminClient, group: str) -> dict[Position, int]:
 
 
 def is_active(admin: AdminClient, group: str) -> bool:
-    described = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT)[group]
+    described = admin.describe_consumer_groups([group], request_timeout=GROUP_REQUEST_LIMIT)[group]
     try:
         description = described.result(timeout=ADMIN_TIMEOUT)
     except KafkaException:
@@ -80,7 +86,9 @@ def commit_to_idle_group(
     if not updates:
         return Committed()
     request = [TopicPartition(t, p, o) for (t, p), o in sorted(updates.items())]
-    future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, request)])
+    future = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, request)], request_timeout=GROUP_REQUEST_LIMIT
+    )
     try:
         result = future[group].result(timeout=ADMIN_TIMEOUT)
     except KafkaException as error:

@@ -22,7 +22,6 @@ from typing import Any
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -38,7 +37,7 @@ from kafka_mirror.kafka.client import (
     transactions_refusal,
 )
 from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
-from kafka_mirror.kafka.groups import Position
+from kafka_mirror.kafka.groups import Position, ask_committed
 from kafka_mirror.worker import remote_topics
 
 REQUEST_TIMEOUT = 5.0
@@ -78,15 +77,14 @@ class PartitionProgress:
 
 def _result(future: Any, timeout: float) -> Any:
     """The answer of an admin request sent with `timeout`, waited for twice that at most: the
-    status loop waits for every refresh, and librdkafka's coordinator requests (a group's
-    offsets) are unreliable around a broker restart (librdkafka#3663: their bookkeeping fails
-    an assertion; an answer lost that way would hold every status for ever)."""
+    status loop waits for every refresh, and a group's offsets are asked for with no librdkafka
+    limit of their own (GROUP_REQUEST_LIMIT), so only this wait ends a lost one."""
     try:
         return future.result(timeout=2 * timeout)
     except KafkaException as error:
         raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
     except TimeoutError:
-        message = f"no answer within {2 * timeout:g} s to a request limited to {timeout:g} s"
+        message = f"no answer within {2 * timeout:g} s"
         raise ClusterUnavailable("KafkaError", message) from None
 
 
@@ -260,10 +258,8 @@ class ClusterReader:
         """Start, end and the group's committed offset of every partition of `topics`."""
         partitions = [TopicPartition(t, p) for t, count in topics.items() for p in range(count)]
         ranges = self.log_ranges(topics)
-        request = [ConsumerGroupTopicPartitions(group)]
-        futures = self._admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT)
         try:
-            offsets = _result(futures[group], REQUEST_TIMEOUT)
+            offsets = _result(ask_committed(self._admin, group), REQUEST_TIMEOUT)
         except ClusterUnavailable:
             self._renew_admin()
             raise

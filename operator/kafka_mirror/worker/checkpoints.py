@@ -15,7 +15,6 @@ import logging
 import time
 
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
     KafkaException,
     Producer,
     TopicPartition,
@@ -24,7 +23,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.kafka.client import ADMIN_TIMEOUT
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
-from kafka_mirror.kafka.groups import commit_to_idle_group
+from kafka_mirror.kafka.groups import ask_committed, commit_to_idle_group
 from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.metrics import WorkerMetrics
@@ -154,11 +153,7 @@ class Checkpointer:
     def _checkpoints_for(
         self, group: str, owned: dict[tuple[str, int], str], topics: set[str]
     ) -> list[Checkpoint]:
-        request = [ConsumerGroupTopicPartitions(group)]
-        futures = self.source_admin.list_consumer_group_offsets(
-            request, request_timeout=ADMIN_TIMEOUT
-        )
-        result = futures[group].result(timeout=ADMIN_TIMEOUT)
+        result = ask_committed(self.source_admin, group).result(timeout=ADMIN_TIMEOUT)
         checkpoints, behind = [], []
         for tp in result.topic_partitions or []:
             if tp.topic not in topics or tp.offset < 0 or tp.error is not None:
