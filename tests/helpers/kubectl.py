@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -26,6 +28,28 @@ def kubectl(
             f"`kubectl {' '.join(args)}` exited {result.returncode}:\n{result.stderr}"
         )
     return result
+
+
+def wait_established(binary: Path, kubeconfig: Path, timeout: float = 60) -> None:
+    """Wait until every CRD on the API server is Established. Not `kubectl wait` nor a jsonpath
+    filter on the conditions: both fail, rather than wait, on a CRD whose conditions are still
+    null, as a CRD applied a moment before has (seen in busy runs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = json.loads(kubectl(binary, kubeconfig, "get", "crd", "-o", "json").stdout)
+        waiting = [
+            crd["metadata"]["name"]
+            for crd in listed["items"]
+            if not any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (crd.get("status") or {}).get("conditions") or []
+            )
+        ]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"CRDs not Established after {timeout:.0f} s: {waiting}")
+        time.sleep(0.25)
 
 
 class Kubectl:

@@ -17,6 +17,7 @@ from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import prometheus_operator_crds
 from tests.helpers.helm import CHART, run_helm
 from tests.helpers.kubectl import kubectl as run_kubectl
+from tests.helpers.kubectl import wait_established
 from tests.helpers.metrics import exported_metric_names, metric_names_in
 
 pytestmark = pytest.mark.helm
@@ -57,7 +58,7 @@ def test_the_monitoring_objects_pass_the_prometheus_operators_schemas(
     for kind in ("servicemonitors", "prometheusrules"):
         path = crds / f"monitoring.coreos.com_{kind}.yaml"
         run_kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(path))
-    run_kubectl(kubectl, kubeconfig, "wait", "--for=condition=Established", "crd", "--all")
+    wait_established(kubectl, kubeconfig)
     run_helm(
         helm,
         tmp_path,

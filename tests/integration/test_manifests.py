@@ -10,7 +10,7 @@ from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import REPO_ROOT, keda_scaledobject_crd
 from kafka_mirror_dev.manifests import INSTALL_MANIFEST, render_install_manifest
 from tests.helpers.kubectl import kubectl as run_kubectl
-from tests.helpers.worker import wait_for
+from tests.helpers.kubectl import wait_established
 
 pytestmark = pytest.mark.kube
 
@@ -32,19 +32,7 @@ def test_kubectl_apply_installs_and_the_kustomize_base_matches_it(
     # The README's kubectl path.
     crds = REPO_ROOT / "crds"
     run("apply", "--server-side", "-f", str(crds))
-    # Not `kubectl wait`: it fails instead of waiting on a CRD whose conditions are still null
-    # (seen once, on a CRD another test had just created on the same API server).
-    established = (
-        "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Established')].status} {end}"
-    )
-    wait_for(
-        lambda: (
-            run("get", "-f", str(crds), "-o", established).split()
-            == ["True"] * len(list(crds.glob("*.yaml")))
-        ),
-        60,
-        "the CRDs to be Established",
-    )
+    wait_established(kubectl, bare_apiserver.kubeconfig)
     run("apply", "-f", str(INSTALL_MANIFEST))
     deployment = run(
         "get", "deployment", "-n", "kafka-mirror", "kafka-mirror-operator", "-o", "name"
@@ -81,7 +69,7 @@ def test_every_example_is_accepted_by_the_api_server(
     # KEDA's own ScaledObject CRD, for the example that scales a mirror with KEDA.
     for crds in (REPO_ROOT / "crds", keda_scaledobject_crd()):
         run_kubectl(kubectl, kubeconfig, "apply", "--server-side", "-f", str(crds))
-    run_kubectl(kubectl, kubeconfig, "wait", "--for=condition=Established", "crd", "--all")
+    wait_established(kubectl, kubeconfig)
     run_kubectl(
         kubectl, kubeconfig, "apply", "-n", "default", "--dry-run=server", "-f", str(example)
     )
