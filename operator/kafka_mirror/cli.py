@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import socket
 import sys
@@ -412,5 +413,7 @@ API_REFERENCE = Path("docs/api.md")
 
 
 def main(argv: list[str] | None = None) -> None:
+    # The operator and the audit load librdkafka too: a crash in it prints the Python stacks.
+    faulthandler.enable()
     args = parser().parse_args(argv)
     args.handler(args)

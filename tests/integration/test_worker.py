@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -406,6 +407,21 @@ def test_unreachable_source_is_reported_and_the_worker_keeps_running(stack: Mirr
     assert worker.get("/healthz") is not None
     assert "topics failed (will retry)" in worker.log()
     assert worker.running()
+
+
+def test_a_worker_that_crashes_in_native_code_logs_every_threads_stack(
+    stack: MirrorStack,
+) -> None:
+    """A segfault (as librdkafka gave one when a source broker came back, busy run 41) kills the
+    process; its log then holds each thread's Python stack, naming the call that crashed."""
+    worker = stack.start_worker(worker_config(stack.kafka_a, stack.kafka_b, [".*"]))
+    wait_for(lambda: worker.get("/healthz") is not None, 60, "the worker serving its probes")
+    assert worker.process is not None
+    worker.process.send_signal(signal.SIGSEGV)
+    assert worker.process.wait(30) == -signal.SIGSEGV
+    log = worker.log()
+    assert "Fatal Python error: Segmentation fault" in log, log[-2000:]
+    assert "kafka_mirror/worker/" in log.split("Fatal Python error")[1], log[-3000:]
 
 
 def test_wrong_credentials_are_reported_and_never_logged(stack: MirrorStack) -> None:

@@ -54,7 +54,10 @@ def run(config_path: Path) -> int:
 def mirror(config_path: Path, port: int | None, health: Health | None) -> int:
     """One mirroring process: serving its own endpoints on `port`, or reporting its health to
     the supervisor that serves them."""
-    faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints every thread's stack
+    # A crash in librdkafka (a segfault, an abort) prints every thread's Python stack before
+    # the process dies: the log then names the call; `kill -USR1` prints them on demand.
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1)
     metrics = WorkerMetrics()
     try:
         exactly_once = load(config_path).delivery == "exactlyOnce"
