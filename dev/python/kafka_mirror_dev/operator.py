@@ -52,6 +52,9 @@ class OperatorProcess(ChildProcess):
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         ticks = metric_samples(url, "kafka_mirror_operator_status_refreshed_timestamp_seconds")
         if ticks is None:
+            if self.process is not None and self.process.poll() is not None:
+                # A crash in native code: the log's end has the stacks (faulthandler).
+                return f"the operator exited with {self.process.returncode}: {self.log()[-3000:]}"
             return "the operator's metrics did not answer"
         if not any(ticks):  # 0 until the first tick
             return "the operator has not finished a status tick"
