@@ -62,6 +62,9 @@ def _size(path: Path) -> int:
 def run_operator(process: OperatorProcess) -> Iterator[OperatorProcess]:
     """A fixture's body: the operator started, stopped after the test, its log's tail shown."""
     yield process.start()
-    if process.running():
+    assert process.process is not None
+    code = process.process.poll()
+    if code is None:
         process.stop()
-    print(f"----- operator log -----\n{process.log()[-6000:]}")
+    exited = "" if code is None else f" (it had exited: {code})"
+    print(f"----- operator log{exited} -----\n{process.log()[-6000:]}")
