@@ -306,15 +306,9 @@ class MirrorWorker:
             self._update_lag(offsets)
 
     def _committed(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        if error is None:
-            return
-        if error.code() in _REBALANCING:
-            # Expected while the group rebalances, so not logged; counted apart, because commits
-            # refused so for minutes after a source broker's restart were seen once, unexplained.
-            self.metrics.errors.labels("commit refused: rebalancing").inc()
-            return
-        self.metrics.errors.labels("commit").inc()
-        log.warning("committing offsets (will retry): %s", error.str())
+        if error is not None and error.code() not in _REBALANCING:
+            self.metrics.errors.labels("commit").inc()
+            log.warning("committing offsets (will retry): %s", error.str())
 
     def _barrier(self, partitions: list[TopicPartition] | None, timeout: float) -> None:
         """Wait (up to `timeout`) for the target to acknowledge what is queued, then commit what
