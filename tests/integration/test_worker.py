@@ -412,7 +412,7 @@ def test_unreachable_source_is_reported_and_the_worker_keeps_running(stack: Mirr
 def test_a_worker_that_crashes_in_native_code_logs_every_threads_stack(
     stack: MirrorStack,
 ) -> None:
-    """A segfault (as librdkafka gave one when a source broker came back, busy run 41) kills the
+    """A segfault (as librdkafka gave one when a source broker came back, quiet run 41) kills the
     process; its log then holds each thread's Python stack, naming the call that crashed."""
     worker = stack.start_worker(worker_config(stack.kafka_a, stack.kafka_b, [".*"]))
     wait_for(lambda: worker.get("/healthz") is not None, 60, "the worker serving its probes")

@@ -55,7 +55,8 @@ def mirror(config_path: Path, port: int | None, health: Health | None) -> int:
     """One mirroring process: serving its own endpoints on `port`, or reporting its health to
     the supervisor that serves them."""
     # A crash in librdkafka (a segfault, an abort) prints every thread's Python stack before
-    # the process dies: the log then names the call; `kill -USR1` prints them on demand.
+    # the process dies: the log then names the call; `kill -USR1` prints them on demand. Here as
+    # well as in `cli.main`: the supervisor's mirroring processes are spawned, not forked.
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1)
     metrics = WorkerMetrics()
