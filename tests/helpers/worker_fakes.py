@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.topics import TopicPlan
+from kafka_mirror.worker.exactly_once import ExactlyOnceWorker
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.mirror import MirrorWorker
 
@@ -289,7 +290,19 @@ class FakeClients:
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
         self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
-        self.members = FakeMembers()  # the exactly-once workers' group on the target
+        self.members: FakeMembers | None = None  # the exactly-once workers' group on the target
+
+    @property
+    def group_consumer(self) -> FakeConsumer | FakeMembers:
+        return self.consumer if self.members is None else self.members
+
+    def group_session_seconds(self) -> float:
+        return 45.0
+
+    def renew_group_consumer(self) -> FakeConsumer:
+        assert self.members is None, "the fake renews the source consumer only"
+        old, self.consumer = self.consumer, FakeConsumer(self.consumer.source, self.consumer.rng)
+        return old
 
     def renew_producer(self, linger_ms: int | None = None) -> FakeProducer:
         old, self.producer = self.producer, FakeProducer(self.target, self.capacity, self.remote)
@@ -315,6 +328,8 @@ def fake_worker(
         **settings,
     }
     path.write_text(yaml.safe_dump(config))
+    if issubclass(worker_class, ExactlyOnceWorker):
+        clients.members = FakeMembers()
     worker = worker_class(path, WorkerMetrics(), lambda *_args: clients)  # type: ignore[arg-type]
     worker.topics.plan = TopicPlan({TOPIC: clients.remote}, [])
     worker.topics.remote_partitions = {clients.remote: PARTITIONS}

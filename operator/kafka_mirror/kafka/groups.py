@@ -61,13 +61,20 @@ def committed_offsets(admin: AdminClient, group: str) -> dict[Position, int]:
     }
 
 
-def is_active(admin: AdminClient, group: str) -> bool:
+def members_of(admin: AdminClient, group: str) -> tuple[ConsumerGroupState, set[str]]:
+    """The group's state and its members' ids, as its coordinator tells them. A failed wait
+    raises: drop `admin` after a timeout (GROUP_REQUEST_LIMIT)."""
     described = admin.describe_consumer_groups([group], request_timeout=GROUP_REQUEST_LIMIT)[group]
+    description = described.result(timeout=ADMIN_TIMEOUT)
+    return description.state, {member.member_id for member in description.members}
+
+
+def is_active(admin: AdminClient, group: str) -> bool:
     try:
-        description = described.result(timeout=ADMIN_TIMEOUT)
+        state, members = members_of(admin, group)
     except KafkaException:
         return False  # the group does not exist on the cluster yet
-    return bool(description.members) or description.state not in IDLE_STATES
+    return bool(members) or state not in IDLE_STATES
 
 
 def commit_to_idle_group(

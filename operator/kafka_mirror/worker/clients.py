@@ -37,6 +37,7 @@ ClientsFactory = Callable[[WorkerConfig, ErrorCallback, CommitCallback], "Client
 # the brokers' socket.request.max.bytes (100 MiB by default), which would drop the connection.
 PRODUCER_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 CLOSE_FLUSH_SECONDS = 5.0  # for checkpoints still on their way when the worker stops
+DEFAULT_SESSION_MS = 45_000  # librdkafka's session.timeout.ms
 
 MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "enable.idempotence": True,
@@ -170,45 +171,45 @@ class Clients:
         }
         self.source_admin = AdminClient(self.admin_settings["source"])
         self.target_admin = AdminClient(self.admin_settings["target"])
-        self.consumer = Consumer(
-            {
-                **MIRROR_CONSUMER_TUNING,
-                **source,
-                "group.id": config.consumer_group,
-                "enable.auto.commit": False,
-                # A position the source no longer holds is reported, not skipped silently:
-                # the records below the log start are counted lost (`retention.py`).
-                "auto.offset.reset": "error",
-                "partition.assignment.strategy": "cooperative-sticky",
-                # The end-of-partition event tells the loop that the offsets before it that
-                # never came hold no record for it (transaction markers).
-                "enable.partition.eof": True,
-                # The workers read what the source's consumers read.
-                "isolation.level": "read_committed",
-                # Notice partitions added on the source as fast as new topics.
-                "topic.metadata.refresh.interval.ms": refresh_ms,
-                "error_cb": on_error("source"),
-                "on_commit": on_commit,
-            }
-        )
+        consumer_settings: dict[str, Any] = {
+            **MIRROR_CONSUMER_TUNING,
+            **source,
+            "group.id": config.consumer_group,
+            "enable.auto.commit": False,
+            # A position the source no longer holds is reported, not skipped silently:
+            # the records below the log start are counted lost (`retention.py`).
+            "auto.offset.reset": "error",
+            "partition.assignment.strategy": "cooperative-sticky",
+            # The end-of-partition event tells the loop that the offsets before it that
+            # never came hold no record for it (transaction markers).
+            "enable.partition.eof": True,
+            # The workers read what the source's consumers read.
+            "isolation.level": "read_committed",
+            # Notice partitions added on the source as fast as new topics.
+            "topic.metadata.refresh.interval.ms": refresh_ms,
+            "error_cb": on_error("source"),
+            "on_commit": on_commit,
+        }
+        self.consumer = Consumer(consumer_settings)
+        # The settings of the consumer whose group shares the partitions out (`group_consumer`).
+        self.group_settings = consumer_settings
         self.members: Consumer | None = None
         transactional_id = None
         if config.delivery == "exactlyOnce":
             # Unique per process: the group's generation, not the id, fences a former owner.
             transactional_id = config.transactional_id(f"{socket.gethostname()}.{os.getpid()}")
-            self.members = Consumer(
-                {
-                    **target,
-                    "group.id": config.consumer_group,
-                    "enable.auto.commit": False,
-                    "partition.assignment.strategy": "cooperative-sticky",
-                    # Its positions are read stable: never under a transaction still open.
-                    "isolation.level": "read_committed",
-                    # Remote partitions added (the source grew) rebalance it as soon.
-                    "topic.metadata.refresh.interval.ms": refresh_ms,
-                    "error_cb": on_error("target"),
-                }
-            )
+            self.group_settings = {
+                **target,
+                "group.id": config.consumer_group,
+                "enable.auto.commit": False,
+                "partition.assignment.strategy": "cooperative-sticky",
+                # Its positions are read stable: never under a transaction still open.
+                "isolation.level": "read_committed",
+                # Remote partitions added (the source grew) rebalance it as soon.
+                "topic.metadata.refresh.interval.ms": refresh_ms,
+                "error_cb": on_error("target"),
+            }
+            self.members = Consumer(self.group_settings)
         self.producer_settings = mirror_producer_settings(target, transactional_id)
         self.target_errors = on_error("target")
         self.producer_generation = 0
@@ -237,6 +238,29 @@ class Clients:
         requests that a new client has answered at once."""
         self.source_admin = AdminClient(self.admin_settings["source"])
         self.target_admin = AdminClient(self.admin_settings["target"])
+
+    @property
+    def group_consumer(self) -> Consumer:
+        """The consumer whose group decides which partitions this worker copies."""
+        return self.consumer if self.members is None else self.members
+
+    @property
+    def group_admin(self) -> AdminClient:
+        """The admin client of the group consumer's cluster."""
+        return self.source_admin if self.members is None else self.target_admin
+
+    def group_session_seconds(self) -> float:
+        return int(self.group_settings.get("session.timeout.ms", DEFAULT_SESSION_MS)) / 1000
+
+    def renew_group_consumer(self) -> Consumer:
+        """A new group consumer, not subscribed yet, in place of the current one, which is
+        returned (to close)."""
+        old = self.group_consumer
+        if self.members is None:
+            self.consumer = Consumer(self.group_settings)
+        else:
+            self.members = Consumer(self.group_settings)
+        return old
 
     def renew_producer(self, linger_ms: int | None = None) -> Producer:
         """A new target producer in place of the current one, which is returned (to purge);

@@ -118,7 +118,6 @@ class ExactlyOnceWorker(MirrorWorker):
     ) -> None:
         super().__init__(config_path, metrics, clients)
         assert self.clients.members is not None, "the clients of a transactional worker"
-        self.members: Consumer = self.clients.members
         self.held_syncs = HeldSyncWriter(self.sync_writer.topic, metrics)
         self.sync_writer = self.held_syncs
         self.partitions.publish_sync = self.held_syncs.queue
@@ -134,6 +133,11 @@ class ExactlyOnceWorker(MirrorWorker):
         # Assigned, their committed positions not read yet (the target did not answer).
         self.unpositioned: list[TopicPartition] = []
         self.positions_asked = 0.0
+
+    @property
+    def members(self) -> Consumer:
+        """The group on the target that shares the partitions out (renewed if it loses us)."""
+        return self.clients.group_consumer
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -300,12 +304,7 @@ class ExactlyOnceWorker(MirrorWorker):
         self.remotes = {mirrored[t]: t for t in topics}
         log.info("mirroring %d topics exactly once", len(topics))
         if topics:
-            self.members.subscribe(
-                sorted(self.remotes),
-                on_assign=self._on_assign,
-                on_revoke=self._on_revoke,
-                on_lost=self._on_lost,
-            )
+            self.members.subscribe(sorted(self.remotes), **self._rebalance_callbacks())
         else:
             self._barrier(None, 0.0)
             self.members.unsubscribe()
@@ -318,7 +317,7 @@ class ExactlyOnceWorker(MirrorWorker):
             renamed(tp, self.remotes[tp.topic]) for tp in partitions if tp.topic in self.remotes
         ]
 
-    def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("assigned %d partitions", len(partitions))
         self.members.incremental_assign(partitions)
         self.members.pause(partitions)
@@ -347,7 +346,7 @@ class ExactlyOnceWorker(MirrorWorker):
         )
         self._assign_at(positions)
 
-    def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Commit what was copied of every partition, then hand these over."""
         log.info("revoked %d partitions", len(partitions))
         self._drop_unpositioned(partitions)
@@ -356,7 +355,7 @@ class ExactlyOnceWorker(MirrorWorker):
         self._release(self._source(partitions))
         self.members.incremental_unassign(partitions)
 
-    def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Another worker may own them already: nothing of theirs may commit."""
         log.warning("lost %d partitions: aborting what was not committed", len(partitions))
         self._drop_unpositioned(partitions)

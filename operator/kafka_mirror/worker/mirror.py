@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_mirror.api.worker_config import WorkerConfig, load
 from kafka_mirror.kafka.formats import offset_syncs_topic
@@ -33,6 +33,14 @@ from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
 from kafka_mirror.worker.linger import LINGER_SETTINGS, LingerSwitch
+from kafka_mirror.worker.membership import (
+    ABSENT_SESSIONS,
+    MembershipWatch,
+    RebalanceCallback,
+    Sighting,
+    ignoring_replaced,
+    sight,
+)
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
 from kafka_mirror.worker.periodic import OffLoop, Periodic
@@ -129,6 +137,8 @@ class MirrorWorker:
         )
         self.admin_thread = ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.losses = RetentionLosses(metrics)
+        session = self.clients.group_session_seconds()
+        self.membership = MembershipWatch(ABSENT_SESSIONS * session)
         self.tasks = [
             Periodic("commit", config.commit_interval_seconds, self._commit),
             Periodic("config", config.refresh_topics_interval_seconds, self._reload_config),
@@ -151,6 +161,13 @@ class MirrorWorker:
                 config.checkpoints.interval_seconds,
                 self._checkpoint,
                 lambda _: None,
+                self.admin_thread,
+            ),
+            OffLoop(
+                "membership",
+                session,
+                lambda: sight(self.clients, config.consumer_group) if self.subscribed else None,
+                self._membership_sighted,
                 self.admin_thread,
             ),
             Periodic("heartbeats", config.heartbeats.interval_seconds, self._heartbeat),
@@ -348,7 +365,15 @@ class MirrorWorker:
             if high >= 0:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(high - tp.offset, 0))
 
-    def _on_assign(self, consumer: object, partitions: list[TopicPartition]) -> None:
+    def _rebalance_callbacks(self) -> dict[str, RebalanceCallback]:
+        return ignoring_replaced(
+            self.clients,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("assigned %d partitions", len(partitions))
         if self.closing:
             # Handed over while this process leaves the group: librdkafka answers every offset
@@ -379,14 +404,14 @@ class MirrorWorker:
             self.topics.source_ids,
         )
 
-    def _on_revoke(self, consumer: object, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before giving partitions to another replica, commit what the target holds of them."""
         log.info("revoked %d partitions", len(partitions))
         self._barrier(partitions, 0.0 if self.closing else REVOKE_FLUSH_SECONDS)
         self.partitions.forget(partitions)
         self.losses.forget(partitions)
 
-    def _on_lost(self, consumer: object, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.warning("lost %d partitions (no commit: another worker may own them)", len(partitions))
         self.partitions.forget(partitions)
         self.losses.forget(partitions)
@@ -428,14 +453,36 @@ class MirrorWorker:
             ", ".join(removed) or "-",
         )
         if topics:
-            self.clients.consumer.subscribe(
-                topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-            )
+            self.clients.consumer.subscribe(topics, **self._rebalance_callbacks())
         else:
             self._barrier(None, REVOKE_FLUSH_SECONDS)
             self.clients.consumer.unsubscribe()
             self.partitions.forget([TopicPartition(t, p) for t, p in list(self.partitions.flows)])
         self.subscribed = topics
+
+    def _membership_sighted(self, sighting: Sighting | None) -> None:
+        absent = sighting is not None and bool(self.subscribed) and sighting.absent
+        if self.membership.lost(absent, time.monotonic()):
+            self._renew_group_consumer()
+
+    def _renew_group_consumer(self) -> None:
+        """The group lost this worker's consumer for good (`membership.py`): what it still held
+        is lost (another worker may own it), and a new consumer joins in its place."""
+        log.warning(
+            "group %s has gone %.0fs without this worker's consumer: replacing the consumer",
+            self.config.consumer_group,
+            self.membership.patience,
+        )
+        self.metrics.errors.labels("consumer replaced").inc()
+        old = self.clients.group_consumer
+        held = old.assignment()
+        if held:
+            self._on_lost(old, held)
+        self.clients.renew_group_consumer()
+        topics, self.subscribed = self.subscribed, []
+        self._subscribe(topics)
+        # Its close may wait on the group that lost it; the loop goes on meanwhile.
+        threading.Thread(target=old.close, name="replaced-consumer", daemon=True).start()
 
     def _checkpoint(self) -> None:
         """Off the loop: the assignment is librdkafka's (thread-safe), the plan a reference
