@@ -8,13 +8,15 @@ import subprocess
 import sys
 import textwrap
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.kafka.groups import commit_to_idle_group, committed_offsets
+from kafka_mirror.worker.membership import sight
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import create_topics, open_transaction, produce, records, unique
 from tests.helpers.worker import commit_group, wait_for
@@ -54,6 +56,45 @@ def test_a_group_with_members_on_the_target_gets_nothing(kafka_b: LocalKafka) ->
         wait_for(joined, 60, "the member to join its group")
         committed = commit_to_idle_group(admin, group, {(topic, 0): 0}, exact=True)
         assert committed.active and committed.offsets == {}
+    finally:
+        member.close()
+
+
+def test_a_member_that_stops_polling_is_sighted_absent_from_its_group_once_it_left(
+    kafka_a: LocalKafka,
+) -> None:
+    """The worker's membership watch (`worker/membership.py`) against a real coordinator: a
+    member that polls is present, under the member id the group's description lists; one that
+    stops polling leaves the group at its poll interval and, subscribed still, is absent."""
+    topic, group = unique("t.watched"), unique("watched")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
+    member = Consumer(
+        {
+            "bootstrap.servers": kafka_a.bootstrap_servers,
+            "group.id": group,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "max.poll.interval.ms": 6000,
+        }
+    )
+    member.subscribe([topic])
+    admin = AdminClient({"bootstrap.servers": kafka_a.bootstrap_servers})
+    clients = SimpleNamespace(group_consumer=member, group_admin=admin, renew_admins=lambda: None)
+
+    def joined() -> bool:
+        member.poll(0.2)  # the join happens while polling
+        return bool(member.assignment())
+
+    try:
+        wait_for(joined, 60, "the member to join its group")
+        present = sight(clients, group)  # type: ignore[arg-type]
+        assert present.member_id in present.members and not present.absent, present
+        wait_for(
+            lambda: sight(clients, group).absent,  # type: ignore[arg-type]
+            60,
+            lambda: f"the member that stopped polling to leave: {sight(clients, group)}",  # type: ignore[arg-type]
+        )
+        assert sight(clients, group).state == ConsumerGroupState.EMPTY  # type: ignore[arg-type]
     finally:
         member.close()
 
