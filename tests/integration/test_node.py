@@ -159,6 +159,9 @@ def test_a_deployment_becomes_ready_and_its_deletion_collects_replicaset_and_pod
     apps, core = client.AppsV1Api(node_api), client.CoreV1Api(node_api)
     labels = {"app": "sleeper"}
     pod = _with_command(_rendered_pod(kube_node, node_namespace), ("sleep", ["sleep", "3600"]))
+    # `sleep` ignores SIGTERM and would hold each pod its whole grace period: the garbage
+    # collection is the subject, not the kubelet's grace.
+    pod["terminationGracePeriodSeconds"] = 1
     deployment = apps.create_namespaced_deployment(
         node_namespace,
         {
@@ -192,7 +195,6 @@ def test_a_deployment_becomes_ready_and_its_deletion_collects_replicaset_and_pod
         pods = core.list_namespaced_pod(node_namespace, label_selector="app=sleeper").items
         return [f"{type(o).__name__} {o.metadata.name}" for o in (*replica_sets, *pods)]
 
-    # `sleep` ignores SIGTERM: the pods go after their 30 s grace period.
     _eventually(lambda: not left() or None, 90, "the garbage collector removing them")
 
 
