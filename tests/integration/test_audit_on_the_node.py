@@ -4,7 +4,7 @@ driver over the pod network and Kafka at the bridge address. The verdict and cou
 mode's on the same records; the executors are deleted when the run succeeds, stop when their
 driver is killed, and go with its pod, even while another driver of the Job runs. Both runs are
 timed: docs/audit.md has the figure for a million records, `AUDIT_ON_NODE_RECORDS=1000000`
-(in the suite a quarter of that: the Spark work of the suite's longest line)."""
+(in the suite a tenth of that: the Spark work of the suite's longest line)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from tests.helpers.worker import group_offsets, wait_for, wait_while_advancing
 # The node's pods have no DNS: the `kubernetes` Service by its address (in the API server's
 # certificate).
 MASTER = f"k8s://https://{KUBERNETES_SERVICE_IP}:443"
-RECORDS = int(os.environ.get("AUDIT_ON_NODE_RECORDS", 250_000))
+RECORDS = int(os.environ.get("AUDIT_ON_NODE_RECORDS", 100_000))
 EXECUTORS = 2
 NAME = "audited"
 EXECUTOR_PODS = "spark-role=executor"
