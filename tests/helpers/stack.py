@@ -68,3 +68,5 @@ def run_operator(process: OperatorProcess) -> Iterator[OperatorProcess]:
         process.stop()
     exited = "" if code is None else f" (it had exited: {code})"
     print(f"----- operator log{exited} -----\n{process.log()[-6000:]}")
+    if code is not None:
+        print(process.native_stacks())

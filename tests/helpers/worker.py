@@ -92,6 +92,7 @@ class WorkerProcess(ChildProcess):
                 **self.env,
                 "KAFKA_MIRROR_METRICS_PORT": str(self.metrics_port),
             },
+            cores=True,
         )
         wait_for(lambda: self.get("/healthz") is not None, 30, f"{self.name} serving health")
         return self

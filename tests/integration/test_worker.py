@@ -429,6 +429,10 @@ def test_a_worker_that_crashes_in_native_code_logs_every_threads_stack(
     log = worker.log()
     assert "Fatal Python error: Segmentation fault" in log, log[-2000:]
     assert "(most recent call first):" in log.split("Fatal Python error")[1], log[-2000:]
+    # And every thread's native stack, from the core the harness has it leave (for a crash that
+    # faulthandler cannot print: it printed nothing for an operator's segfault, quiet run 43).
+    native = worker.native_stacks()
+    assert "#0 " in native and "Thread " in native, native[-2000:] or "no core or no gdb"
 
 
 def test_wrong_credentials_are_reported_and_never_logged(stack: MirrorStack) -> None:

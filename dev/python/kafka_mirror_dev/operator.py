@@ -35,7 +35,7 @@ class OperatorProcess(ChildProcess):
             *("--metrics-port", str(self.metrics_port)),
             *self.extra_args,
         ]
-        self.spawn(command)
+        self.spawn(command, cores=True)
         deadline = time.monotonic() + 60
         while not self.alive():
             assert self.running(), f"the operator exited:\n{self.log()[-3000:]}"
@@ -53,8 +53,10 @@ class OperatorProcess(ChildProcess):
         ticks = metric_samples(url, "kafka_mirror_operator_status_refreshed_timestamp_seconds")
         if ticks is None:
             if self.process is not None and self.process.poll() is not None:
-                # A crash in native code: the log's end has the stacks (faulthandler).
-                return f"the operator exited with {self.process.returncode}: {self.log()[-3000:]}"
+                # A crash in native code: the Python stacks at the log's end (faulthandler),
+                # the native ones from its core.
+                ended = f"{self.log()[-3000:]}\n{self.native_stacks(6000)}"
+                return f"the operator exited with {self.process.returncode}: {ended}"
             return "the operator's metrics did not answer"
         if not any(ticks):  # 0 until the first tick
             return "the operator has not finished a status tick"

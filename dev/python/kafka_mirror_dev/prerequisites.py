@@ -16,8 +16,10 @@ from kafka_mirror.render import WORKER_ENV
 from kafka_mirror_dev.builds import REPO_ROOT, MissingPrerequisite, progress
 from kafka_mirror_dev.containerd import CNI_BIN_DIR
 
-# What the node runs, by the Debian package that brings it (apt-get installs the missing ones).
+# What the node runs, by the Debian package that brings it (apt-get installs the missing ones),
+# and gdb, which reads the core a crashed operator or worker leaves (`ChildProcess.native_stacks`).
 PACKAGES = {
+    "gdb": "gdb",
     "containerd": "containerd",
     "ctr": "containerd",
     "runc": "runc",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import random
+import resource
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -164,9 +167,40 @@ class ChildProcess:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
 
-    def spawn(self, command: list[str], env: dict[str, str] | None = None) -> None:
+    def spawn(
+        self, command: list[str], env: dict[str, str] | None = None, cores: bool = False
+    ) -> None:
+        """Start `command`; with `cores`, in the log's directory, where a native crash then
+        leaves its core dump (`native_stacks`): `faulthandler` printed nothing for an operator's
+        segfault (a thread whose stack ran out has no alternate signal stack for its handler)."""
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.log_path.parent if cores else None,
+            )
+        if cores:
+            _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+            resource.prlimit(self.process.pid, resource.RLIMIT_CORE, (hard, hard))
+
+    def native_stacks(self, limit: int = 12_000) -> str:
+        """After a death by a signal, every thread's native stack from the core it left in its
+        directory (with the kernel's `core_pattern` of `core`), read by gdb; else ""."""
+        code = None if self.process is None else self.process.poll()
+        core = self.log_path.parent / "core"
+        if code is None or code >= 0 or not core.exists() or shutil.which("gdb") is None:
+            return ""
+        # The crashed thread's whole stack first, then a dozen frames of every thread's.
+        commands = ["-ex", "bt", "-ex", "thread apply all bt 12"]
+        batch = ["gdb", "-batch", *commands, sys.executable, str(core)]
+        try:
+            done = subprocess.run(batch, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return f"(gdb took over 120 s on {core})"
+        lines = [line for line in done.stdout.splitlines() if not line.startswith("[New LWP")]
+        return f"native stacks ({core}):\n" + "\n".join(lines)[:limit]
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
