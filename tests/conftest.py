@@ -335,6 +335,7 @@ def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Sta
                 worker.kill()
         else:
             print(f"----- {worker.name} had exited: {worker.process and worker.process.returncode}")
+            print(worker.native_stacks())  # after a crash, from its core
         # Its own lines first (librdkafka's connection noise can fill any tail), then the tail.
         own = [line for line in worker.log().splitlines() if not line.startswith("%")]
         print(
