@@ -15,10 +15,10 @@ from pyspark.sql import SparkSession
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.report import AuditReport
-from kafka_mirror.kafka.groups import ask_committed
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import ContentReport, check_content
-from tests.helpers.kafka import admin_for, end_offsets, produce, records
+from tests.helpers.kafka import end_offsets, produce, records
 from tests.helpers.worker import (
     WorkerProcess,
     group_offsets,
@@ -165,11 +165,11 @@ def producers_replaced(worker: WorkerProcess) -> float:
 def committed_problems(source: LocalKafka, group: str) -> dict[tuple[str, int], str]:
     """The reasons the workers committed with their offsets, per topic and partition (read
     straight from the source's group coordinator)."""
-    admin = admin_for(source.bootstrap_servers)
+    coordinator = GroupCoordinator({"bootstrap.servers": source.bootstrap_servers})
     return {
-        (tp.topic, tp.partition): tp.metadata
-        for tp in ask_committed(admin, group).result(timeout=10).topic_partitions or []
-        if tp.metadata
+        key: found.metadata
+        for key, found in coordinator.committed(group, 10).items()
+        if found.metadata
     }
 
 

@@ -17,8 +17,9 @@ from kafka_mirror.controller.operation_kafka import OpenTransactions
 from kafka_mirror.controller.operations import Access
 from kafka_mirror.controller.resume import Forward, Mirrors
 from kafka_mirror.controller.rpo import rpo_of
+from kafka_mirror.kafka.client import Position
 from kafka_mirror.kafka.formats import Checkpoint
-from kafka_mirror.kafka.groups import CheckpointKey, Committed, Position
+from kafka_mirror.kafka.groups import CheckpointKey, Committed
 from kafka_mirror.topics import NameFilter
 
 NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)

@@ -18,13 +18,12 @@ from typing import Any
 import yaml
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
 
-from kafka_mirror.kafka.client import GROUP_REQUEST_LIMIT
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.kafka.groups import committed_offsets
 from kafka_mirror_dev.clients import DetachedAdmin
@@ -163,10 +162,9 @@ def wait_while_advancing(
 
 
 def group_offsets(cluster: LocalKafka, group: str) -> dict[tuple[str, int], int]:
-    # A client of its own: the session's cached one kept timing out on group requests after
-    # its cluster restarted (seen with librdkafka 2.16).
-    with DetachedAdmin(cluster.bootstrap_servers) as admin:
-        return committed_offsets(admin.client, group)
+    return committed_offsets(
+        GroupCoordinator({"bootstrap.servers": cluster.bootstrap_servers}), group
+    )
 
 
 def read_partition(cluster: LocalKafka, topic: str, partition: int, start: int) -> list[Record]:
@@ -229,18 +227,9 @@ def serves(cluster: LocalKafka, topic: str) -> bool:
 
 def commit_group(cluster: LocalKafka, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Set `group`'s committed offsets on `cluster`, as a consumer stopping there leaves them."""
-    request = [
-        ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, p, o) for p, o in offsets.items()]
-        )
-    ]
-    with DetachedAdmin(cluster.bootstrap_servers) as admin:
-        asked = admin.client.alter_consumer_group_offsets(
-            request, request_timeout=GROUP_REQUEST_LIMIT
-        )
-        result = asked[group].result(timeout=10)
-    errors = [tp.error for tp in result.topic_partitions or [] if tp.error is not None]
-    assert not errors, errors
+    coordinator = GroupCoordinator({"bootstrap.servers": cluster.bootstrap_servers})
+    refused = coordinator.commit(group, {(topic, p): o for p, o in offsets.items()}, 10)
+    assert not refused, refused
 
 
 def worker_group(config: dict[str, Any]) -> str:

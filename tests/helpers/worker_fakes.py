@@ -289,6 +289,7 @@ class FakeClients:
         self.syncs_producer = self.checkpoints_producer = self.producer
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
+        self.source_groups = self.target_groups = None  # not reached: no group is listed
         self.admin_settings: dict[str, dict[str, Any]] = {"target": {}}  # never connected
         self.members: FakeMembers | None = None  # the exactly-once workers' group on the target
 

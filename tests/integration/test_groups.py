@@ -4,17 +4,17 @@ exactly what the checkpoints say, backwards too; a group with members is left al
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaException
 
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
+from kafka_mirror.kafka import coordinator, observe
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.groups import commit_to_idle_group, committed_offsets
 from kafka_mirror.worker.membership import sight
 from kafka_mirror_dev.kafka import LocalKafka
@@ -31,14 +31,14 @@ def test_a_hand_over_moves_a_rewound_group_back_and_the_sync_never_does(
     create_topics(kafka_b.bootstrap_servers, [topic], partitions=2)
     produce(kafka_b.bootstrap_servers, topic, records(400, partitions=2))
     commit_group(kafka_b, group, topic, {0: 150, 1: 120})  # synced before the rewind on A
-    admin = AdminClient({"bootstrap.servers": kafka_b.bootstrap_servers})
+    groups = GroupCoordinator({"bootstrap.servers": kafka_b.bootstrap_servers})
     rewound = {(topic, 0): 50, (topic, 1): 120}
-    forward = commit_to_idle_group(admin, group, rewound)
+    forward = commit_to_idle_group(groups, group, rewound)
     assert not forward.active and forward.offsets == {}
-    assert committed_offsets(admin, group) == {(topic, 0): 150, (topic, 1): 120}
-    exact = commit_to_idle_group(admin, group, rewound, exact=True)
+    assert committed_offsets(groups, group) == {(topic, 0): 150, (topic, 1): 120}
+    exact = commit_to_idle_group(groups, group, rewound, exact=True)
     assert not exact.active and exact.offsets == {(topic, 0): 50}  # the other one held already
-    assert committed_offsets(admin, group) == rewound
+    assert committed_offsets(groups, group) == rewound
 
 
 def test_a_group_with_members_on_the_target_gets_nothing(kafka_b: LocalKafka) -> None:
@@ -46,7 +46,7 @@ def test_a_group_with_members_on_the_target_gets_nothing(kafka_b: LocalKafka) ->
     create_topics(kafka_b.bootstrap_servers, [topic], partitions=1)
     member = Consumer({"bootstrap.servers": kafka_b.bootstrap_servers, "group.id": group})
     member.subscribe([topic])
-    admin = AdminClient({"bootstrap.servers": kafka_b.bootstrap_servers})
+    groups = GroupCoordinator({"bootstrap.servers": kafka_b.bootstrap_servers})
 
     def joined() -> bool:
         member.poll(0.2)  # the join happens while polling
@@ -54,7 +54,7 @@ def test_a_group_with_members_on_the_target_gets_nothing(kafka_b: LocalKafka) ->
 
     try:
         wait_for(joined, 60, "the member to join its group")
-        committed = commit_to_idle_group(admin, group, {(topic, 0): 0}, exact=True)
+        committed = commit_to_idle_group(groups, group, {(topic, 0): 0}, exact=True)
         assert committed.active and committed.offsets == {}
     finally:
         member.close()
@@ -78,8 +78,8 @@ def test_a_member_that_stops_polling_is_sighted_absent_from_its_group_once_it_le
         }
     )
     member.subscribe([topic])
-    admin = AdminClient({"bootstrap.servers": kafka_a.bootstrap_servers})
-    clients = SimpleNamespace(group_consumer=member, group_admin=admin, renew_admins=lambda: None)
+    groups = GroupCoordinator({"bootstrap.servers": kafka_a.bootstrap_servers})
+    clients = SimpleNamespace(group_consumer=member, group_coordinator=groups)
 
     def joined() -> bool:
         member.poll(0.2)  # the join happens while polling
@@ -116,47 +116,31 @@ def test_records_in_an_open_transaction_are_counted_per_partition(kafka_a: Local
     wait_for(lambda: source.in_open_transactions([topic]) == {}, 30, "the commit's marker")
 
 
-# Each read from a new client, whose coordinator is not known yet, with every wait shrunk to 1 ms
-# so that it gives up while the coordinator is being looked up; then the coordinator answers.
-GIVEN_UP_READS = textwrap.dedent(
-    """
-    import sys, time
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-    from kafka_mirror.kafka import groups, observe
-
-    groups.ADMIN_TIMEOUT, observe.REQUEST_TIMEOUT = 0.001, 0.0005
-    settings = {"bootstrap.servers": sys.argv[1]}
-    given_up = 0
-    for _ in range(5):
-        for read in (
-            lambda: groups.committed_offsets(AdminClient(settings), "g"),
-            lambda: groups.is_active(AdminClient(settings), "g"),
-            lambda: groups.commit_to_idle_group(AdminClient(settings), "g", {("t", 0): 1}),
-            lambda: observe.ClusterReader("A", settings).progress("g", {}),
-        ):
-            try:
-                read()
-            except (TimeoutError, KafkaException):  # ClusterUnavailable is one
-                given_up += 1
-            time.sleep(0.3)  # the coordinator is found meanwhile
-    print(given_up)
-    """
-)
-
-
 def test_a_group_request_given_up_before_its_coordinator_is_found_does_not_abort(
-    kafka_a: LocalKafka,
+    kafka_a: LocalKafka, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """librdkafka 2.16 aborts the process when a group request reaches librdkafka's own limit
     while its coordinator is looked up and the coordinator is found afterwards (librdkafka#3663;
-    the same child aborted at its first read when the requests carried our wait as that limit).
-    Our waits end such requests, not librdkafka: the reads fail and the process lives on."""
-    child = subprocess.run(
-        [sys.executable, "-c", GIVEN_UP_READS, kafka_a.bootstrap_servers],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, f"the reader exited {child.returncode}: {child.stderr[-2000:]}"
-    assert int(child.stdout) > 0, "no read gave up: the test did not reach the case it is about"
+    the process aborted at its first read when the requests carried our wait as that limit).
+    Our waits end such requests, not librdkafka: the reads fail, and the process that makes
+    them (`kafka/coordinator.py`, which takes a new client after each) lives on. Every wait is
+    1 ms, so that each read gives up while the coordinator is looked up; then it is found."""
+    monkeypatch.setattr(observe, "ANSWER_WAIT", 0.001)
+    settings = {"bootstrap.servers": kafka_a.bootstrap_servers}
+    groups = GroupCoordinator(settings)
+    reads: list[Callable[[], object]] = [
+        lambda: groups.committed("g", 0.001),
+        lambda: groups.describe("g", 0.001),
+        lambda: groups.commit("g", {("t", 0): 1}, 0.001),
+        lambda: observe.ClusterReader("A", settings).progress("g", {}),
+    ]
+    given_up, children = 0, set()
+    for read in reads * 5:
+        try:
+            read()
+        except (TimeoutError, KafkaException):  # ClusterUnavailable is one
+            given_up += 1
+        children.add(coordinator._CHILD._process.pid)
+        time.sleep(0.3)  # the coordinator is found meanwhile
+    assert given_up > 0, "no read gave up: the test did not reach the case it is about"
+    assert len(children) == 1 and coordinator._CHILD._process.is_alive(), children

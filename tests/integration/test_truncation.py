@@ -12,7 +12,7 @@ import time
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
 
-from kafka_mirror.kafka.groups import ask_committed
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.content import check_content
 from tests.helpers.faults import committed_through
@@ -53,8 +53,8 @@ def test_an_unclean_leader_election_on_the_source_skips_nothing_and_copies_nothi
     first = start_worker(config, "worker-before")
     wait_for(committed_through(source, group, {(topic, 0): 2_000}), 90, "the mirror's commit")
     first.stop()
-    listing = ask_committed(admin_for(source.bootstrap_servers), group)
-    (committed,) = listing.result(timeout=10).topic_partitions
+    coordinator = GroupCoordinator({"bootstrap.servers": source.bootstrap_servers})
+    (committed,) = coordinator.committed(group, 10).values()
     assert (committed.offset, committed.leader_epoch is not None) == (2_000, True), committed
 
     # Broker 2, the only in-sync replica, goes; broker 3, which has the first 1,000, leads.

@@ -5,8 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from confluent_kafka import TopicPartition
-
+from kafka_mirror.kafka.coordinator import CommittedOffset
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
 from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import NameFilter
@@ -60,6 +59,8 @@ class Tail:
 def checkpointer(syncs: Tail, reader: Any = None) -> Checkpointer:
     unused: Any = None  # the admin clients and producer are not reached in these tests
     return Checkpointer(
+        unused,
+        unused,
         unused,
         unused,
         unused,
@@ -168,7 +169,8 @@ class Answered:
 
 class Admins:
     """The source's groups and their offsets, and the target's partition ends, as the admin
-    clients give them; and the producer of checkpoints, which keeps what it is given."""
+    clients and the group coordinator give them; and the producer of checkpoints, which keeps
+    what it is given."""
 
     def __init__(self, position: int, remote_end: int) -> None:
         self.position, self.remote_end = position, remote_end
@@ -177,9 +179,8 @@ class Admins:
     def list_consumer_groups(self, request_timeout: float) -> Any:
         return Answered(SimpleNamespace(valid=[SimpleNamespace(group_id="g")], errors=[]))
 
-    def list_consumer_group_offsets(self, request: Any, request_timeout: float) -> Any:
-        listed = SimpleNamespace(topic_partitions=[TopicPartition("t", 0, self.position)])
-        return {request[0].group_id: Answered(listed)}
+    def committed(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
+        return {("t", 0): CommittedOffset(self.position, "", None)}
 
     def list_offsets(self, asked: Any, request_timeout: float) -> Any:
         return {tp: Answered(SimpleNamespace(offset=self.remote_end)) for tp in asked}
@@ -196,6 +197,8 @@ def checkpoints_written(syncs: list[tuple[int, int]], remote_end: int) -> list[C
     500 → 480, given the offset syncs and where the remote partition t.A[0] ends now."""
     fakes: Any = Admins(position=520, remote_end=remote_end)
     worker = Checkpointer(
+        fakes,
+        fakes,
         fakes,
         fakes,
         fakes,

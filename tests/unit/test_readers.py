@@ -43,15 +43,11 @@ def test_a_reader_lives_while_a_mirror_uses_it() -> None:
     readers.forget("ns/m3")
 
 
-class LostAnswers:
-    """An admin client whose group requests are never answered, as librdkafka's can be around
-    a broker restart (its coordinator requests: librdkafka#3663); offsets are answered."""
+class AnsweredOffsets:
+    """An admin client that answers the partitions' offsets at once."""
 
     def list_offsets(self, request: dict[Any, Any], **_: Any) -> dict[Any, Future[Any]]:
         return {tp: answered(SimpleNamespace(offset=0)) for tp in request}
-
-    def list_consumer_group_offsets(self, request: list[Any], **_: Any) -> dict[str, Future[Any]]:
-        return {request[0].group_id: Future()}
 
 
 def answered(value: Any) -> Future[Any]:
@@ -60,19 +56,16 @@ def answered(value: Any) -> Future[Any]:
     return future
 
 
-def test_a_lost_answer_fails_the_read_in_time_and_the_next_read_uses_a_new_client(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The status loop waits for every refresh: a read whose answer never comes must end."""
-    monkeypatch.setattr(observe, "REQUEST_TIMEOUT", 0.1)
-    monkeypatch.setattr(observe, "RENEW_SECONDS", 0.0)
+def test_a_lost_answer_fails_the_read_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status loop waits for every refresh: a read whose answer never comes must end. The
+    group's offsets are asked where nothing listens: librdkafka waits for the coordinator with
+    no limit of its own (GROUP_REQUEST_LIMIT)."""
+    monkeypatch.setattr(observe, "ANSWER_WAIT", 0.5)
     reader = observe.ClusterReader("A", PLAIN)
-    lost = LostAnswers()
-    reader._admin = lost  # type: ignore[assignment]
+    reader._admin = AnsweredOffsets()  # type: ignore[assignment]
     started = time.monotonic()
-    with pytest.raises(ClusterUnavailable, match=r"no answer within 0.2 s") as failed:
+    with pytest.raises(ClusterUnavailable, match=r"no answer within 0.5 s") as failed:
         reader.progress("g", {"t": 2})
     assert failed.value.reason == "KafkaError"
-    assert time.monotonic() - started < 5
-    assert reader._admin is not lost
+    assert time.monotonic() - started < 10  # the child process's start, then the wait
     reader.close()

@@ -16,12 +16,12 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka_mirror.api.operations import Rpo
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.controller.rpo import rpo_on_target
-from kafka_mirror.kafka.client import ADMIN_TIMEOUT, reader
+from kafka_mirror.kafka.client import ADMIN_TIMEOUT, Position, reader
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.kafka.groups import (
     CheckpointKey,
     Committed,
-    Position,
     commit_to_idle_group,
     committed_offsets,
     read_checkpoints,
@@ -78,10 +78,12 @@ class Cluster(Protocol):
 
 
 class ConfluentCluster:
-    """A cluster reached from its client settings, one admin client for all calls."""
+    """A cluster reached from its client settings: one admin client for all calls but those to
+    the groups' coordinators, which go through `GroupCoordinator`."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self._settings = settings
+        self._groups = GroupCoordinator(settings)
 
     @cached_property
     def _admin(self) -> AdminClient:
@@ -92,7 +94,7 @@ class ConfluentCluster:
             timeout=ADMIN_TIMEOUT
         )
         return {
-            g.group_id: committed_offsets(self._admin, g.group_id)
+            g.group_id: committed_offsets(self._groups, g.group_id)
             for g in listing.valid
             if groups.matches(g.group_id)
         }
@@ -106,10 +108,10 @@ class ConfluentCluster:
         return read_checkpoints(self._settings, topic)
 
     def commit_exactly(self, group: str, offsets: dict[Position, int]) -> Committed:
-        return commit_to_idle_group(self._admin, group, offsets, exact=True)
+        return commit_to_idle_group(self._groups, group, offsets, exact=True)
 
     def committed_offsets(self, group: str) -> dict[Position, int]:
-        return committed_offsets(self._admin, group)
+        return committed_offsets(self._groups, group)
 
     def rpo_on_target(self, status: KafkaMirrorStatus, source_alias: str) -> Rpo:
         return rpo_on_target(status, self._settings, source_alias)

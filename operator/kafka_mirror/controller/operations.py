@@ -31,8 +31,9 @@ from kafka_mirror.controller.conditions import condition
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
 from kafka_mirror.controller.status import Event
+from kafka_mirror.kafka.client import Position
 from kafka_mirror.kafka.formats import Checkpoint, checkpoints_topic
-from kafka_mirror.kafka.groups import CheckpointKey, Position
+from kafka_mirror.kafka.groups import CheckpointKey
 from kafka_mirror.topics import TopicNamer
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact

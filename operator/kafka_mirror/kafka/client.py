@@ -8,6 +8,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+Position = tuple[str, int]  # topic, partition
+
 # One admin request, and the wait for its result.
 ADMIN_TIMEOUT = 30.0
 

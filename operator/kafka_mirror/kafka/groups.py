@@ -10,19 +10,13 @@ source resumes on the target where it was rewound to)."""
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import (
-    ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
-    KafkaException,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import ConsumerGroupState, KafkaException
 
-from kafka_mirror.kafka.client import ADMIN_TIMEOUT, GROUP_REQUEST_LIMIT
+from kafka_mirror.kafka.client import Position
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.kafka.tail import read_to_end
 
@@ -30,7 +24,6 @@ log = logging.getLogger(__name__)
 
 IDLE_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
 
-Position = tuple[str, int]  # topic, partition
 CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
 
 
@@ -42,49 +35,28 @@ class Committed:
     offsets: dict[Position, int] = field(default_factory=dict)  # committed now
 
 
-def ask_committed(admin: AdminClient, group: str) -> Future[ConsumerGroupTopicPartitions]:
-    """The request for the group's committed offsets (with their metadata). Wait for it with a
-    limit, and drop `admin` when the wait fails (GROUP_REQUEST_LIMIT says why)."""
-    return admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=GROUP_REQUEST_LIMIT
-    )[group]
-
-
-def committed_offsets(admin: AdminClient, group: str) -> dict[Position, int]:
+def committed_offsets(coordinator: GroupCoordinator, group: str) -> dict[Position, int]:
     """The group's committed offsets ({} for a group the cluster does not know). A failed read
     raises: taken for "nothing committed", it would make the next commit unconditional."""
-    result = ask_committed(admin, group).result(timeout=ADMIN_TIMEOUT)
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result.topic_partitions or []
-        if tp.error is None and tp.offset >= 0
-    }
+    return {key: found.offset for key, found in coordinator.committed(group).items()}
 
 
-def members_of(admin: AdminClient, group: str) -> tuple[ConsumerGroupState, set[str]]:
-    """The group's state and its members' ids, as its coordinator tells them. A failed wait
-    raises: drop `admin` after a timeout (GROUP_REQUEST_LIMIT)."""
-    described = admin.describe_consumer_groups([group], request_timeout=GROUP_REQUEST_LIMIT)[group]
-    description = described.result(timeout=ADMIN_TIMEOUT)
-    return description.state, {member.member_id for member in description.members}
-
-
-def is_active(admin: AdminClient, group: str) -> bool:
+def is_active(coordinator: GroupCoordinator, group: str) -> bool:
     try:
-        state, members = members_of(admin, group)
+        state, members = coordinator.describe(group)
     except KafkaException:
         return False  # the group does not exist on the cluster yet
     return bool(members) or state not in IDLE_STATES
 
 
 def commit_to_idle_group(
-    admin: AdminClient, group: str, wanted: dict[Position, int], exact: bool = False
+    coordinator: GroupCoordinator, group: str, wanted: dict[Position, int], exact: bool = False
 ) -> Committed:
     """Commit `wanted` to `group` if the group is idle: where it moves the group forward, or
     (`exact`, a hand-over) wherever it differs from what the group holds."""
-    if is_active(admin, group):
+    if is_active(coordinator, group):
         return Committed(active=True)
-    current = committed_offsets(admin, group)
+    current = committed_offsets(coordinator, group)
     updates = {
         tp: offset
         for tp, offset in wanted.items()
@@ -92,20 +64,15 @@ def commit_to_idle_group(
     }
     if not updates:
         return Committed()
-    request = [TopicPartition(t, p, o) for (t, p), o in sorted(updates.items())]
-    future = admin.alter_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, request)], request_timeout=GROUP_REQUEST_LIMIT
-    )
     try:
-        result = future[group].result(timeout=ADMIN_TIMEOUT)
+        refused = coordinator.commit(group, updates)
     except KafkaException as error:
         # A member may have joined since we looked; it owns its offsets now.
         log.info("not committing offsets of group %s on the target: %s", group, error)
         return Committed(active=True)
-    for tp in result.topic_partitions or []:
-        if tp.error is not None:
-            log.info("group %s kept %s[%d]: %s", group, tp.topic, tp.partition, tp.error)
-            updates.pop((tp.topic, tp.partition), None)
+    for (topic, partition), why in refused.items():
+        log.info("group %s kept %s[%d]: %s", group, topic, partition, why)
+        updates.pop((topic, partition), None)
     return Committed(offsets=updates)
 
 

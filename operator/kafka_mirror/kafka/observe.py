@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import (
     Consumer,
@@ -33,20 +33,24 @@ from kafka_mirror.kafka.batching import BatchedRead
 from kafka_mirror.kafka.client import (
     AUTH_ERRORS,
     ClusterUnavailable,
+    Position,
     reader,
     transactions_refusal,
 )
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
-from kafka_mirror.kafka.groups import Position, ask_committed
 from kafka_mirror.worker import remote_topics
 
 REQUEST_TIMEOUT = 5.0
+ANSWER_WAIT = 2 * REQUEST_TIMEOUT  # a request sent with REQUEST_TIMEOUT, waited for at most
 RENEW_SECONDS = 10.0  # the least time between two new admin clients of one reader
 # The latency probe reads one record per lagging partition; beyond this many it samples.
 LATENCY_PROBE_PARTITIONS = 100
 # A transactional id the cluster took is probed again after this (an ACL may be taken back).
 TRANSACTIONS_RECHECK_SECONDS = 600.0
 PROBE_MEMORY = 100_000  # (topic, partition, offset) -> timestamp entries kept, oldest dropped
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -75,23 +79,22 @@ class PartitionProgress:
         return max(self.end - position, 0)
 
 
-def _result(future: Any, timeout: float) -> Any:
-    """The answer of an admin request sent with `timeout`, waited for twice that at most: the
-    status loop waits for every refresh, and a group's offsets are asked for with no librdkafka
-    limit of their own (GROUP_REQUEST_LIMIT), so only this wait ends a lost one."""
+def _waited(read: Callable[[], T], limit: float) -> T:
+    """The answer of a request waited for `limit` seconds at most: the status loop waits for
+    every refresh, and a group's offsets are asked for with no librdkafka limit of their own
+    (GROUP_REQUEST_LIMIT), so only this wait ends a lost one."""
     try:
-        return future.result(timeout=2 * timeout)
+        return read()
     except KafkaException as error:
         raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
     except TimeoutError:
-        message = f"no answer within {2 * timeout:g} s"
-        raise ClusterUnavailable("KafkaError", message) from None
+        raise ClusterUnavailable("KafkaError", f"no answer within {limit:g} s") from None
 
 
 def _offset_or_error(future: Any) -> int | ClusterUnavailable:
     """One partition's answer in a batch: its error must not fail the other callers' reads."""
     try:
-        return int(_result(future, REQUEST_TIMEOUT).offset)
+        return int(_waited(lambda: future.result(timeout=ANSWER_WAIT), ANSWER_WAIT).offset)
     except ClusterUnavailable as error:
         return error
 
@@ -119,6 +122,7 @@ class ClusterReader:
                 f"the client settings for cluster {alias} are refused: {error.args[0].str()}; "
                 "fix the mirror's config (librdkafka's property names and values)",
             ) from None
+        self._groups = GroupCoordinator(settings)
         self._consumer: Consumer | None = None
         self._probe_lock = threading.Lock()  # one consumer: one probe at a time
         self._transactions_taken: dict[str, float] = {}  # transactional id -> when
@@ -211,8 +215,8 @@ class ClusterReader:
 
     def _renew_admin(self) -> None:
         """After a broker restart librdkafka's admin client (2.16) can go on failing requests
-        that a new client answers at once (group offsets time out; offsets are refused for the
-        leader epoch it remembers: FENCED_LEADER_EPOCH), so the next read uses a new one, at
+        that a new client answers at once (offsets are refused for the leader epoch it
+        remembers: FENCED_LEADER_EPOCH), so the next read uses a new one, at
         most every RENEW_SECONDS. The old one is destroyed on a thread of its own: its destroy
         can hang after a broker restart (librdkafka#4519)."""
         with self._renew_lock:
@@ -258,17 +262,9 @@ class ClusterReader:
         """Start, end and the group's committed offset of every partition of `topics`."""
         partitions = [TopicPartition(t, p) for t, count in topics.items() for p in range(count)]
         ranges = self.log_ranges(topics)
-        try:
-            offsets = _result(ask_committed(self._admin, group), REQUEST_TIMEOUT)
-        except ClusterUnavailable:
-            self._renew_admin()
-            raise
-        committed: dict[tuple[str, int], int] = {}
-        notes: dict[tuple[str, int], tuple[str, RetentionLoss | None]] = {}
-        for tp in offsets.topic_partitions or []:
-            if tp.error is None and tp.offset >= 0:
-                committed[(tp.topic, tp.partition)] = tp.offset
-                notes[(tp.topic, tp.partition)] = read_commit_note(tp.metadata or "")
+        offsets = _waited(lambda: self._groups.committed(group, ANSWER_WAIT), ANSWER_WAIT)
+        committed = {key: found.offset for key, found in offsets.items()}
+        notes = {key: read_commit_note(found.metadata) for key, found in offsets.items()}
         return [
             PartitionProgress(
                 tp.topic,

@@ -20,9 +20,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from kafka_mirror.kafka.client import reader
+from kafka_mirror.kafka.client import Position, reader
 from kafka_mirror.kafka.formats import newest_provenance
-from kafka_mirror.kafka.groups import Position
 
 READ_SECONDS = 10.0
 

@@ -22,8 +22,9 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.kafka.client import ADMIN_TIMEOUT
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
-from kafka_mirror.kafka.groups import ask_committed, commit_to_idle_group
+from kafka_mirror.kafka.groups import commit_to_idle_group
 from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.metrics import WorkerMetrics
@@ -59,6 +60,8 @@ class Checkpointer:
         self,
         source_admin: AdminClient,
         target_admin: AdminClient,
+        source_coordinator: GroupCoordinator,
+        target_coordinator: GroupCoordinator,
         target_producer: Producer,
         offset_syncs: TopicTail,
         checkpoints_topic: str,
@@ -68,6 +71,7 @@ class Checkpointer:
         target_reader: ProvenanceReader | None = None,
     ) -> None:
         self.source_admin, self.target_admin = source_admin, target_admin
+        self.source_coordinator, self.target_coordinator = source_coordinator, target_coordinator
         self.producer = target_producer
         self.offset_syncs, self.checkpoints_topic = offset_syncs, checkpoints_topic
         self.groups, self.sync_group_offsets = groups, sync_group_offsets
@@ -153,22 +157,19 @@ class Checkpointer:
     def _checkpoints_for(
         self, group: str, owned: dict[tuple[str, int], str], topics: set[str]
     ) -> list[Checkpoint]:
-        result = ask_committed(self.source_admin, group).result(timeout=ADMIN_TIMEOUT)
         checkpoints, behind = [], []
-        for tp in result.topic_partitions or []:
-            if tp.topic not in topics or tp.offset < 0 or tp.error is not None:
-                continue
-            remote = owned.get((tp.topic, tp.partition))
+        for (topic, partition), found in self.source_coordinator.committed(group).items():
+            remote = owned.get((topic, partition)) if topic in topics else None
             if remote is None:
                 continue
-            downstream = self._translate(tp.topic, remote, tp.partition, tp.offset)
+            downstream = self._translate(topic, remote, partition, found.offset)
             if downstream is None:
                 continue
             checkpoint = Checkpoint(
-                group, remote, tp.partition, tp.offset, downstream, tp.metadata or ""
+                group, remote, partition, found.offset, downstream, found.metadata
             )
-            previous = self.emitted.get((group, remote, tp.partition))
-            if is_news(previous, tp.offset, downstream):
+            previous = self.emitted.get((group, remote, partition))
+            if is_news(previous, found.offset, downstream):
                 checkpoints.append(checkpoint)
             elif previous is not None and downstream < previous.downstream_offset:
                 behind.append((checkpoint, previous.downstream_offset))
@@ -236,5 +237,5 @@ class Checkpointer:
             if g == group and topic in remotes
         }
         if wanted:
-            committed = commit_to_idle_group(self.target_admin, group, wanted)
+            committed = commit_to_idle_group(self.target_coordinator, group, wanted)
             self.metrics.group_offsets_synced.labels(group).inc(len(committed.offsets))

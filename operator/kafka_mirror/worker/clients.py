@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.client import AUTH_ERRORS, TRANSACTIONS_INIT_SECONDS, reader
+from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,8 @@ class Clients:
         }
         self.source_admin = AdminClient(self.admin_settings["source"])
         self.target_admin = AdminClient(self.admin_settings["target"])
+        self.source_groups = GroupCoordinator(source)
+        self.target_groups = GroupCoordinator(target)
         consumer_settings: dict[str, Any] = {
             **MIRROR_CONSUMER_TUNING,
             **source,
@@ -234,7 +237,7 @@ class Clients:
         return self.source_admin if self.syncs_at_source else self.target_admin
 
     def renew_admins(self) -> None:
-        """After a broker restart librdkafka's admin client (2.16) can keep timing out on group
+        """After a broker restart librdkafka's admin client (2.16) can keep timing out on
         requests that a new client has answered at once."""
         self.source_admin = AdminClient(self.admin_settings["source"])
         self.target_admin = AdminClient(self.admin_settings["target"])
@@ -245,9 +248,9 @@ class Clients:
         return self.consumer if self.members is None else self.members
 
     @property
-    def group_admin(self) -> AdminClient:
-        """The admin client of the group consumer's cluster."""
-        return self.source_admin if self.members is None else self.target_admin
+    def group_coordinator(self) -> GroupCoordinator:
+        """The coordinators of the group consumer's cluster."""
+        return self.source_groups if self.members is None else self.target_groups
 
     def group_session_seconds(self) -> float:
         return int(self.group_settings.get("session.timeout.ms", DEFAULT_SESSION_MS)) / 1000

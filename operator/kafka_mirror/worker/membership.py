@@ -11,16 +11,12 @@ worker replaces the consumer.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 
-from kafka_mirror.kafka.groups import members_of
 from kafka_mirror.worker.clients import Clients
-
-log = logging.getLogger(__name__)
 
 # Not rebalancing: a consumer that is joining would have the group rebalance.
 SETTLED = (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
@@ -62,12 +58,7 @@ def ignoring_replaced(
 def sight(clients: Clients, group: str) -> Sighting:
     """Off the loop: the consumer's member id, then the group's description."""
     member_id = clients.group_consumer.memberid()
-    try:
-        state, members = members_of(clients.group_admin, group)
-    except TimeoutError:
-        log.info("the group's description timed out: reconnecting the admin clients")
-        clients.renew_admins()
-        raise
+    state, members = clients.group_coordinator.describe(group)
     return Sighting(member_id, state, frozenset(members))
 
 

@@ -30,6 +30,8 @@ class CheckpointTask:
         self.checkpointer = Checkpointer(
             clients.source_admin,
             clients.target_admin,
+            clients.source_groups,
+            clients.target_groups,
             clients.checkpoints_producer,
             TopicTail(clients.syncs_reader, syncs_topic),
             self.topic,
