@@ -59,4 +59,4 @@ def test_a_crashed_child_fails_the_requests_in_flight_and_a_new_one_answers_the_
     refused = GroupCoordinator({**NOWHERE, "no.such.property": "1"})
     with pytest.raises(KafkaException, match=r"no\.such\.property"):
         refused.committed("g", 30)
-    assert coordinator._CHILD._process is not crashed and crashed.exitcode == -signal.SIGSEGV
+    assert coordinator._CHILD._process is not crashed and crashed.wait() == -signal.SIGSEGV

@@ -17,8 +17,10 @@ import hashlib
 import itertools
 import json
 import logging
-import multiprocessing
-import signal
+import os
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -94,7 +96,7 @@ class _Child:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._connection: Connection | None = None
-        self._process: Any = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._pending: dict[int, Future[Any]] = {}
         self._ids = itertools.count()
 
@@ -128,21 +130,21 @@ class _Child:
             raise _unanswered() from None
 
     def _start(self) -> Connection:
-        # Spawned: a fork would copy the clients' threads' locks in whatever state they are.
-        context = multiprocessing.get_context("spawn")
-        ours, theirs = context.Pipe()
-        process = context.Process(
-            target=serve, args=(theirs,), name="kafka-group-coordinator", daemon=True
-        )
-        process.start()
-        theirs.close()
-        self._connection, self._process = ours, process
+        # A new interpreter, not a fork (which would copy the clients' threads' locks in
+        # whatever state they are in), importing only this module's.
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()]
+            )
+        connection = Connection(ours.detach())
+        self._connection, self._process = connection, process
         threading.Thread(
-            target=self._read, args=(ours, process), name="group-coordinator-replies", daemon=True
+            target=self._read, args=(connection, process), name="coordinator-replies", daemon=True
         ).start()
-        return ours
+        return connection
 
-    def _read(self, connection: Connection, process: Any) -> None:
+    def _read(self, connection: Connection, process: subprocess.Popen[bytes]) -> None:
         while True:
             try:
                 request_id, result, error = connection.recv()
@@ -156,14 +158,11 @@ class _Child:
                 future.set_result(result)
             else:
                 future.set_exception(KafkaException(KafkaError(*error)))
-        process.join(5)
-        # Terminated: by multiprocessing as this process exits.
-        level = logging.INFO if process.exitcode == -signal.SIGTERM else logging.WARNING
-        log.log(
-            level,
+        connection.close()
+        log.warning(
             "the process asking Kafka's group coordinators ended (exit code %s; librdkafka#5040 "
             "crashes it when a coordinator moves): the next request starts a new one",
-            process.exitcode,
+            process.wait(),
         )
         with self._lock:
             if self._connection is connection:
@@ -184,7 +183,9 @@ def _unanswered() -> ClusterUnavailable:
 
 
 def serve(connection: Connection) -> None:
-    """The child: one admin client per cluster connection; answers as the requests finish."""
+    """The child: one admin client per cluster connection; answers as the requests finish.
+    It ends when this process's parent has gone, without destroying its clients (a destroy can
+    hang after a broker restart: librdkafka#4519)."""
     clients: dict[str, AdminClient] = {}
     send_lock = threading.Lock()
 
@@ -197,7 +198,7 @@ def serve(connection: Connection) -> None:
         try:
             request_id, kind, settings, group, args = connection.recv()
         except EOFError:
-            return  # our parent has gone
+            os._exit(0)
         key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
         if kind == "renew":
             old = [clients.pop(key, None)]
@@ -253,3 +254,10 @@ def _request(
         for tp in answer.topic_partitions or []
         if tp.error is not None
     }
+
+
+if __name__ == "__main__":
+    # From the module proper, so that what it sends unpickles as the parent's own classes.
+    from kafka_mirror.kafka.coordinator import serve as serve_parent
+
+    serve_parent(Connection(int(sys.argv[1])))
