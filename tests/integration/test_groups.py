@@ -4,9 +4,11 @@ exactly what the checkpoints say, backwards too; a group with members is left al
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -144,3 +146,45 @@ def test_a_group_request_given_up_before_its_coordinator_is_found_does_not_abort
         time.sleep(0.3)  # the coordinator is found meanwhile
     assert given_up > 0, "no read gave up: the test did not reach the case it is about"
     assert len(children) == 1 and coordinator._CHILD._process.poll() is None, children
+
+
+def test_group_reads_outlive_their_coordinators_restarts(tmp_path: Path) -> None:
+    """librdkafka#5040 segfaults an admin client whose group-offsets request is answered
+    NOT_COORDINATOR, as a restarting broker answers (`kafka/coordinator.py`). Four threads read
+    a group's offsets and description while its cluster's only broker restarts three times:
+    this process lives through it, and after each restart the offsets are read again, exact."""
+    cluster = LocalKafka("A", tmp_path / "kafka")
+    cluster.start()
+    stop, children = threading.Event(), set()
+    groups = GroupCoordinator({"bootstrap.servers": cluster.bootstrap_servers})
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                groups.committed("g", 2)
+                groups.describe("g", 2)
+            except (TimeoutError, KafkaException):
+                pass  # the broker is away
+            children.add(coordinator._CHILD._process.pid)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    try:
+        create_topics(cluster.bootstrap_servers, ["t"], partitions=2)
+        commit_group(cluster, "g", "t", {0: 10, 1: 20})
+        for reader in readers:
+            reader.start()
+        for restart in range(4):
+            wait_for(
+                lambda: committed_offsets(groups, "g") == {("t", 0): 10, ("t", 1): 20},
+                120,
+                f"the group's offsets after {restart} restarts",
+            )
+            if restart < 3:
+                cluster.stop()
+                cluster.start()
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join(30)
+        cluster.remove()
+    print(f"{len(children)} processes asked the coordinators (each crash starts one)")
