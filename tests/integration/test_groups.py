@@ -4,6 +4,8 @@ exactly what the checkpoints say, backwards too; a group with members is left al
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -188,3 +190,20 @@ def test_group_reads_outlive_their_coordinators_restarts(tmp_path: Path) -> None
             reader.join(30)
         cluster.remove()
     print(f"{len(children)} processes asked the coordinators (each crash starts one)")
+
+
+def test_a_member_handed_partitions_as_it_leaves_still_leaves(kafka_a: LocalKafka) -> None:
+    """The worker's processes stop together; one may be handed the others' partitions as it
+    leaves. Closing it then hung for good in a few rounds (librdkafka#4041: the pod's process
+    killed after its 25 s); `leave_group` ends each time. In a process of its own, as a hung
+    close holds the GIL (`tests/helpers/leaving.py`)."""
+    topic = unique("leaving")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=6)
+    command = [sys.executable, "-m", "tests.helpers.leaving", kafka_a.bootstrap_servers, topic]
+    try:
+        done = subprocess.run([*command, "6", "leave"], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as hung:
+        said = f"a member did not leave within 120 s; it printed: {hung.stdout!r}"
+        raise AssertionError(said) from None
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert done.stdout.count("left in") == 6, done.stdout

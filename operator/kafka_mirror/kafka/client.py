@@ -1,9 +1,11 @@
 """The one thin layer between our code and confluent-kafka's clients: one timeout for admin
 requests, one error for a cluster that did not answer as asked, the errors that mean "fix the
-credentials or the ACLs", and one reader of a topic by assignment."""
+credentials or the ACLs", one reader of a topic by assignment, and one way for a group
+consumer to leave."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -38,6 +40,25 @@ AUTH_ERRORS = frozenset(
 # fence its id's former producer). The exactly-once loop retries a failure, and must go round
 # within its liveness watchdog's minute.
 TRANSACTIONS_INIT_SECONDS = 20.0
+
+
+# How long a group consumer leaving its group may serve its revocations before it closes.
+LEAVE_SECONDS = 10.0
+
+
+def leave_group(consumer: Consumer, timeout: float = LEAVE_SECONDS) -> None:
+    """Unsubscribe, serve the revocations in `poll`, then close: what a subscribed consumer
+    with rebalance callbacks must do instead of closing at once. A rebalance that hands it
+    partitions as it closes otherwise leaves a stale revocation behind; the group is gone when
+    that is served, and confluent-kafka then asks it for its rebalance protocol and waits
+    forever, holding the GIL: the whole process hung (librdkafka#4041, #4884; busy run 45 and
+    the CI run of stop 61). Unsubscribing leaves the group alive while the callbacks run. What
+    `poll` returns meanwhile is dropped: it was never acknowledged, nor committed."""
+    consumer.unsubscribe()
+    deadline = time.monotonic() + timeout
+    while consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.1)
+    consumer.close()
 
 
 class ClusterUnavailable(KafkaException):

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.kafka.client import AUTH_ERRORS, TRANSACTIONS_INIT_SECONDS, reader
+from kafka_mirror.kafka.client import AUTH_ERRORS, TRANSACTIONS_INIT_SECONDS, leave_group, reader
 from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.worker.metrics import WorkerMetrics
 
@@ -304,8 +304,10 @@ class Clients:
     def close(self) -> None:
         """Leave the groups (serving the revocation callbacks) and close the readers."""
         if self.members is not None:
-            self.members.close()
-        self.consumer.close()
+            leave_group(self.members)
+            self.consumer.close()  # assigned, not subscribed: no rebalances
+        else:
+            leave_group(self.consumer)
         self.checkpoints_producer.flush(CLOSE_FLUSH_SECONDS)
         self.syncs_reader.close()
         self.checkpoints_reader.close()

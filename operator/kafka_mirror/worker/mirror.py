@@ -28,6 +28,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_mirror.api.worker_config import WorkerConfig, load
+from kafka_mirror.kafka.client import leave_group
 from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
@@ -380,7 +381,7 @@ class MirrorWorker:
             # fetch "waiting for the coordinator" then, and committed() would retry until its
             # timeout, the group's close stalled behind it (seen to end in librdkafka's abort,
             # "rd_kafka_cgrp_terminated: assert: !rd_kafka_assignment_in_progress"). Nothing of
-            # them is copied: the close gives them on with the rest.
+            # them is copied: leaving the group gives them on with the rest.
             self.clients.consumer.incremental_assign(partitions)
             self.clients.consumer.pause(partitions)
             return
@@ -485,8 +486,10 @@ class MirrorWorker:
         self.clients.renew_group_consumer()
         topics, self.subscribed = self.subscribed, []
         self._subscribe(topics)
-        # Its close may wait on the group that lost it; the loop goes on meanwhile.
-        threading.Thread(target=old.close, name="replaced-consumer", daemon=True).start()
+        # Leaving may wait on the group that lost it; the loop goes on meanwhile.
+        threading.Thread(
+            target=leave_group, args=(old,), name="replaced-consumer", daemon=True
+        ).start()
 
     def _checkpoint(self) -> None:
         """Off the loop: the assignment is librdkafka's (thread-safe), the plan a reference

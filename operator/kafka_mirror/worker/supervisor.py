@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 STALE_BEAT_SECONDS = 60.0  # as `LoopWatchdog`: a loop that has not gone round this long is dead
 STOP_SECONDS = 25.0  # each process commits within 20 s of SIGTERM (the pod's grace is 30 s)
+STACKS_SECONDS = 1.0  # for a hung process to print its stacks before it is killed
 CGROUP_V2_CPU = Path("/sys/fs/cgroup/cpu.max")
 CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
 
@@ -156,7 +157,10 @@ class Supervisor:
         deadline = time.monotonic() + STOP_SECONDS
         for process in self.processes:
             process.join(max(deadline - time.monotonic(), 0))
-            if process.is_alive():
+            if process.is_alive() and process.pid is not None:
                 log.error("%s did not stop in %.0f s: killing it", process.name, STOP_SECONDS)
+                # Its threads' stacks into the log first (faulthandler, `mirror`): where it hung.
+                os.kill(process.pid, signal.SIGUSR1)
+                process.join(STACKS_SECONDS)
                 process.kill()
                 process.join()

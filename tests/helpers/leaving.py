@@ -1,0 +1,128 @@
+"""A member of a group handed partitions as it leaves, `rounds` times, in a process of its own:
+a consumer hung in its close holds the GIL (librdkafka#4041), which would freeze the test.
+
+    python -m tests.helpers.leaving BOOTSTRAP TOPIC ROUNDS leave|close
+
+Each round three consumers of a new group share TOPIC with the worker's callbacks (a sync
+commit at revocation; assign and pause while leaving). Two of them leave; once the group shows
+the third alone holding every partition (so the rebalance's assignment is waiting in its
+client, unserved), the third leaves too: by `leave_group`, or by closing at once (what the
+worker did, which hung within a few rounds). Prints how long each leave took."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.kafka.client import leave_group
+
+PARTITIONS_SETTLED_SECONDS = 30.0
+
+
+class Member:
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.leaving = False
+        self.owned: set[tuple[str, int]] = set()
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self.polling = threading.Event()
+        self.polling.set()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while self.polling.is_set():
+            self.consumer.poll(0.05)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        if self.leaving:
+            consumer.pause(partitions)
+        else:
+            self.owned |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mine = [TopicPartition(tp.topic, tp.partition, 0) for tp in partitions]
+        mine = [tp for tp in mine if (tp.topic, tp.partition) in self.owned]
+        if mine:
+            # The group may have moved on: as for the worker, the next owner resumes.
+            with contextlib.suppress(KafkaException):
+                consumer.commit(offsets=mine, asynchronous=False)
+        self.owned -= {(tp.topic, tp.partition) for tp in partitions}
+
+    def stop_polling(self) -> None:
+        self.polling.clear()
+        self.thread.join()
+        self.leaving = True
+
+    def leave(self, mode: str) -> float:
+        self.stop_polling()
+        started = time.monotonic()
+        if mode == "leave":
+            leave_group(self.consumer)
+        else:
+            self.consumer.close()
+        return time.monotonic() - started
+
+
+def alone_with_everything(admin: AdminClient, group: str, partitions: int) -> bool:
+    described = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    members = described.members
+    return (
+        described.state == ConsumerGroupState.STABLE
+        and len(members) == 1
+        and len(members[0].assignment.topic_partitions) == partitions
+    )
+
+
+def wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + PARTITIONS_SETTLED_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"timed out after {PARTITIONS_SETTLED_SECONDS:.0f}s waiting for {what}"
+            )
+        time.sleep(0.05)
+
+
+def one_round(admin: AdminClient, bootstrap: str, topic: str, mode: str) -> float:
+    """How long the last member took to leave."""
+    partitions = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    group = f"leaving-{time.time_ns()}"
+    members = [Member(bootstrap, group, topic) for _ in range(3)]
+    wait(lambda: all(m.owned for m in members), "each of three members holding partitions")
+    last = members.pop()
+    last.stop_polling()
+    for member in members:
+        member.leave("leave")
+    wait(
+        lambda: alone_with_everything(admin, group, partitions),
+        f"the last member alone with all {partitions} partitions",
+    )
+    return last.leave(mode)
+
+
+def main(bootstrap: str, topic: str, rounds: int, mode: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for round_ in range(rounds):
+        took = one_round(admin, bootstrap, topic, mode)
+        print(f"round {round_}: the last member left in {took:.2f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
