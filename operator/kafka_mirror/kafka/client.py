@@ -43,7 +43,7 @@ TRANSACTIONS_INIT_SECONDS = 20.0
 
 
 # How long a group consumer leaving its group may serve its revocations before it closes.
-LEAVE_SECONDS = 10.0
+LEAVE_SECONDS = 5.0
 
 
 def leave_group(consumer: Consumer, timeout: float = LEAVE_SECONDS) -> None:

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 STALE_BEAT_SECONDS = 60.0  # as `LoopWatchdog`: a loop that has not gone round this long is dead
-STOP_SECONDS = 25.0  # each process commits within 20 s of SIGTERM (the pod's grace is 30 s)
+STOP_SECONDS = 25.0  # each commits within 20 s of SIGTERM, then leaves (the pod's grace is 60 s)
 STACKS_SECONDS = 1.0  # for a hung process to print its stacks before it is killed
 CGROUP_V2_CPU = Path("/sys/fs/cgroup/cpu.max")
 CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
