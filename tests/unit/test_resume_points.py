@@ -13,10 +13,14 @@ class AssigningConsumer:
     def __init__(self, seek_fails: bool = False) -> None:
         self.assigned: list[TopicPartition] = []
         self.sought: list[TopicPartition] = []
+        self.resumed: list[TopicPartition] = []
         self.seek_fails = seek_fails
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         self.assigned += partitions
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.resumed += partitions
 
     def seek(self, partition: TopicPartition) -> None:
         if self.seek_fails:
@@ -38,6 +42,11 @@ def test_commits_with_an_epoch_are_sought_to_with_it_and_the_rest_only_assigned(
         ("other", 0, -1001),
     ]
     assert [(tp.partition, tp.offset, tp.leader_epoch) for tp in consumer.sought] == [(0, 2000, 3)]
+    assert [(tp.topic, tp.partition) for tp in consumer.resumed] == [
+        ("t", 0),
+        ("t", 1),
+        ("other", 0),
+    ]
 
 
 def test_a_seek_refused_leaves_the_partition_assigned_unchecked() -> None:

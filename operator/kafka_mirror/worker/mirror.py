@@ -404,10 +404,6 @@ class MirrorWorker:
             self.topics.plan.mirrored,
             self.topics.source_ids,
         )
-        # No flow holds these yet. A partition paused when it was lost (held for the target,
-        # stopped) was seen to come back still paused in librdkafka, assigned again 44 ms after
-        # the loss, and never consumed again (busy run 45).
-        self.clients.consumer.resume([TopicPartition(tp.topic, tp.partition) for tp in committed])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before giving partitions to another replica, commit what the target holds of them."""

@@ -125,7 +125,7 @@ def assign_at_resume_points(
     after their last copy; the others at their commits, or (none) at `auto.offset.reset`. A
     commit with a leader epoch is sought to as well: librdkafka checks the epoch against the
     log (and reports a truncation below the offset) on a seek, not on an assignment
-    (librdkafka#5158)."""
+    (librdkafka#5158). Each is consumed: none is left paused."""
     starts = resume_points(
         target,
         alias,
@@ -149,6 +149,10 @@ def assign_at_resume_points(
             for tp in committed
         ]
     )
+    # librdkafka keeps a partition paused through its revocation and re-assignment
+    # (librdkafka#1849): one paused when it was lost (held for the target) was never consumed
+    # again (busy run 45). Nothing holds it now.
+    consumer.resume([TopicPartition(tp.topic, tp.partition) for tp in committed])
     for tp in committed:
         if tp.offset >= 0 and tp.leader_epoch is not None:
             try:
