@@ -115,7 +115,7 @@ def status_from(
         deployment=DeploymentState(1, 1, 1),
         selection_problems=[],
         selection_count=1,
-        kafka=KafkaState(plan, set(plan.mirrored.values()), progress, {}),
+        kafka=KafkaState(plan, set(plan.mirrored.values()), progress, {}, datetime.now(UTC)),
         acknowledged_lost_to_retention=acknowledged_lost,
     )
     return mirror_status(observation, KafkaMirrorStatus(), datetime.now(UTC))

@@ -50,6 +50,7 @@ def kafka_state(
     target_topics: set[str] | None = None,
     progress: list[PartitionProgress] | None = None,
     oldest_pending_ms: dict[tuple[str, int], int] | None = None,
+    read_at: datetime = NOW,
 ) -> KafkaState:
     mirrored = mirrored if mirrored is not None else plan("orders", "payments")
     return KafkaState(
@@ -59,6 +60,7 @@ def kafka_state(
         ),
         progress=progress if progress is not None else [],
         oldest_pending_ms=oldest_pending_ms if oldest_pending_ms is not None else {},
+        read_at=read_at,
     )
 
 
@@ -264,6 +266,17 @@ def test_latency_is_the_age_of_the_oldest_pending_record() -> None:
     status = status_of(observation(kafka=kafka_state(progress=progress, oldest_pending_ms=pending)))
     assert topic(status, "orders").latency_seconds == 12.5
     assert status.max_latency_seconds == 12.5
+
+
+def test_latency_is_the_age_when_the_record_was_read_not_at_the_ticks_start() -> None:
+    """A record the source took after the tick began (the tick's `now`), read later in it."""
+    progress = [PartitionProgress("orders", 0, start=0, end=100, committed=40)]
+    pending = {("orders", 0): NOW_MS + 2_000}
+    read = kafka_state(
+        progress=progress, oldest_pending_ms=pending, read_at=NOW + timedelta(seconds=5)
+    )
+    status = status_of(observation(kafka=read))
+    assert topic(status, "orders").latency_seconds == 3.0
 
 
 def test_latency_is_zero_when_caught_up() -> None:

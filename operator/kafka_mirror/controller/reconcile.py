@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -245,7 +245,8 @@ def _observe_kafka(
         pending = source.oldest_pending_timestamps(progress)
     except ClusterUnavailable as error:
         return Problem(error.reason, str(error)), None, None
-    return None, None, KafkaState(plan, set(topics["target"]), progress, pending)
+    read_at = datetime.now(UTC)
+    return None, None, KafkaState(plan, set(topics["target"]), progress, pending, read_at)
 
 
 def observe_mirror(

@@ -56,6 +56,9 @@ class KafkaState:
     target_topics: set[str]
     progress: list[PartitionProgress]
     oldest_pending_ms: dict[tuple[str, int], int]
+    # When the pending records were read: their age is taken then, not at the tick's start (a
+    # record the source took between the two had an age of 0, in a failover drill's RPO too).
+    read_at: datetime
 
 
 @dataclass(frozen=True)
@@ -82,14 +85,12 @@ class Event:
     message: str
 
 
-def _topic_statuses(
-    kafka: KafkaState, now: datetime
-) -> tuple[list[TopicStatus], int, float | None]:
+def _topic_statuses(kafka: KafkaState) -> tuple[list[TopicStatus], int, float | None]:
     """Per-topic lag and latency (largest lag first, bounded), total lag, worst latency."""
     by_topic: dict[str, list[PartitionProgress]] = defaultdict(list)
     for progress in kafka.progress:
         by_topic[progress.topic].append(progress)
-    now_ms = now.timestamp() * 1000
+    now_ms = kafka.read_at.timestamp() * 1000
     statuses: list[TopicStatus] = []
     for topic, remote in kafka.plan.mirrored.items():
         partitions = by_topic.get(topic, [])
@@ -234,7 +235,7 @@ def mirror_status(
     )
     kafka = obs.kafka
     if kafka is not None:
-        topics, total, worst = _topic_statuses(kafka, now)
+        topics, total, worst = _topic_statuses(kafka)
         active = sorted(t for t, r in kafka.plan.mirrored.items() if r in kafka.target_topics)
         status.topics, status.total_lag, status.max_latency_seconds = topics, total, worst
         status.total_lost_to_retention = sum(
