@@ -90,7 +90,7 @@ def _topic_statuses(kafka: KafkaState) -> tuple[list[TopicStatus], int, float | 
     by_topic: dict[str, list[PartitionProgress]] = defaultdict(list)
     for progress in kafka.progress:
         by_topic[progress.topic].append(progress)
-    now_ms = kafka.read_at.timestamp() * 1000
+    read_ms = kafka.read_at.timestamp() * 1000
     statuses: list[TopicStatus] = []
     for topic, remote in kafka.plan.mirrored.items():
         partitions = by_topic.get(topic, [])
@@ -104,7 +104,7 @@ def _topic_statuses(kafka: KafkaState) -> tuple[list[TopicStatus], int, float | 
             if stamp is None:
                 latency = None  # not sampled this time: unknown rather than wrong
                 break
-            latency = max(latency or 0.0, round(max(now_ms - stamp, 0) / 1000, 3))
+            latency = max(latency or 0.0, round(max(read_ms - stamp, 0) / 1000, 3))
         statuses.append(
             TopicStatus(
                 name=topic,
