@@ -203,6 +203,21 @@ def consume(
     return records
 
 
+def group_member(bootstrap: str, group: str) -> Consumer:
+    """A consumer for `group` with the worker's group settings (cooperative, no auto-commit),
+    its session short enough for a test; subscribe it yourself."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+
+
 def unique(prefix: str = "t") -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.kafka.client import leave_group
+from tests.helpers.kafka import group_member
 
 PARTITIONS_SETTLED_SECONDS = 30.0
 
@@ -29,16 +30,7 @@ class Member:
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.leaving = False
         self.owned: set[tuple[str, int]] = set()
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "partition.assignment.strategy": "cooperative-sticky",
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500,
-            }
-        )
+        self.consumer = group_member(bootstrap, group)
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self.polling = threading.Event()
         self.polling.set()

@@ -11,23 +11,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kafka_mirror.worker.resume_points import assign_at_resume_points
 from kafka_mirror_dev.kafka import LocalKafka
-from tests.helpers.kafka import create_topics, produce, records, unique
+from tests.helpers.kafka import create_topics, group_member, produce, records, unique
 from tests.helpers.worker import wait_for
 
 pytestmark = [pytest.mark.kafka]
-
-
-def member(kafka: LocalKafka, group: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
 
 
 def held(consumer: Consumer) -> set[int]:
@@ -55,7 +42,7 @@ def test_a_partition_paused_when_it_was_revoked_is_consumed_once_handed_back(
     topic, group = unique("paused"), unique("paused")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=4)
     produce(kafka_a.bootstrap_servers, topic, records(400, partitions=4))
-    worker = member(kafka_a, group)
+    worker = group_member(kafka_a.bootstrap_servers, group)
 
     def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
         at_start = [TopicPartition(tp.topic, tp.partition, 0) for tp in partitions]
@@ -64,7 +51,7 @@ def test_a_partition_paused_when_it_was_revoked_is_consumed_once_handed_back(
     worker.subscribe([topic], on_assign=on_assign)
     wait_for(polling([worker], lambda: len(held(worker)) == 4), 30, "the worker holding all four")
     worker.pause(worker.assignment())
-    other = member(kafka_a, group)
+    other = group_member(kafka_a.bootstrap_servers, group)
     other.subscribe([topic])
     wait_for(polling([worker, other], lambda: len(held(other)) > 0), 30, "a second member's share")
     handed_back = {0, 1, 2, 3} - held(worker)
