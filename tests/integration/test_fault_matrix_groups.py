@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 SHIFT = 5_000  # records a partition the group is rewound by
 
 
-def consume_and_commit(source: LocalKafka, group: str, topic: str, seconds: float) -> None:
-    """An application reading `topic` for a while, committing, then leaving its group."""
+def consume_and_commit(source: LocalKafka, group: str, topic: str, partitions: int) -> None:
+    """An application reading `topic` until it is past SHIFT records in each partition (as
+    fast as the traffic writes them, however busy the machine), committing, then leaving."""
     consumer = Consumer(
         {
             "bootstrap.servers": source.bootstrap_servers,
@@ -40,9 +41,20 @@ def consume_and_commit(source: LocalKafka, group: str, topic: str, seconds: floa
         }
     )
     consumer.subscribe([topic])
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        consumer.consume(num_messages=1000, timeout=0.2)
+    read: dict[int, int] = {}
+
+    def past_the_shift() -> bool:
+        for message in consumer.consume(num_messages=1000, timeout=0.2):
+            if message.error() is None:
+                read[message.partition()] = message.offset() + 1
+        return len(read) == partitions and min(read.values()) > SHIFT
+
+    wait_for(
+        past_the_shift,
+        120,
+        lambda: f"{group} to read past offset {SHIFT:,} of each partition (read to {read})",
+        every=0,
+    )
     consumer.commit(asynchronous=False)
     consumer.close()
 
@@ -101,7 +113,7 @@ def test_a_group_reset_on_the_source_reaches_its_checkpoint(
     remote = f"{topic}.A"
     running = traffic(stack.kafka_a, topic, tmp_path, "traffic", rate=RATE, count=RATE * 25)
     app = unique("app-")
-    consume_and_commit(stack.kafka_a, app, topic, seconds=6)
+    consume_and_commit(stack.kafka_a, app, topic, partitions=4)
     consumed = positions(stack.kafka_a, app, topic)
     assert len(consumed) == 4 and min(consumed.values()) > SHIFT, consumed
     wait_for(checkpointed(stack.kafka_b, remote, app, consumed), 60, "the group's checkpoints")
