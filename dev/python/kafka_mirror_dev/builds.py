@@ -197,6 +197,11 @@ KUBE_CONTROLLER_MANAGER = _kubernetes_command("kube-controller-manager")
 KUBE_SCHEDULER = _kubernetes_command("kube-scheduler")
 KUBE_PROXY = _kubernetes_command("kube-proxy")
 NODE_TOOLS = (KUBELET, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY)
+# `make kind-e2e` where no registry serves kind's node image (kind.py).
+KUBEADM = _kubernetes_command("kubeadm")
+KIND = GoTool("kind", "sigs.k8s.io/kind")
+COREDNS = GoTool("coredns", "github.com/coredns/coredns")
+RUNC_BOUNDED = GoTool("runc-bounded", ".")
 # The node's pod sandbox process (its image: images.py).
 PAUSE = GoTool("pause", ".")
 KUBECTL = GoTool("kubectl", ".", _kubernetes_version_flags("k8s.io/kubectl"))

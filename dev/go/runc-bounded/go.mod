@@ -1,0 +1,3 @@
+module kafkamirror.dev/build/runc-bounded
+
+go 1.25.0
