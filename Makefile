@@ -69,10 +69,12 @@ dev-up: $(STAMP)
 dev-down: $(STAMP)
 	$(BIN)/kafka-mirror dev down
 
-## The end-to-end test on kind: image, Kafka, chart, examples, smoke Job (needs Docker, kind,
-## kubectl, Helm; not the venv). KEEP_CLUSTER=1 keeps the cluster.
-kind-e2e:
-	bash dev/kind/e2e.sh
+## The end-to-end test on kind: image, Kafka, chart, examples, smoke Job (dev/kind/e2e.sh, which
+## runs alone where Docker, kind, kubectl and Helm are installed). This target brings pinned
+## kind, kubectl and Helm, and where no Docker engine answers a private one with the node and
+## Kafka images made here (kafka_mirror_dev/kind.py). KEEP_CLUSTER=1 keeps the cluster.
+kind-e2e: $(STAMP)
+	$(BIN)/python -m kafka_mirror_dev.kind
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build

@@ -6,6 +6,8 @@
 #
 #   bash dev/kind/e2e.sh                  # or: make kind-e2e
 #   KEEP_CLUSTER=1 bash dev/kind/e2e.sh   # keep the cluster afterwards, to look around
+#   KIND_NODE_IMAGE=IMAGE                  # a node image of your own instead of kind-config.yaml's
+#   SKIP_IMAGE_BUILD=1                     # the two images are in Docker already (built elsewhere)
 #
 # Needs docker, kind, kubectl and helm. An existing cluster of the same name is reused.
 set -euo pipefail
@@ -72,15 +74,26 @@ if grep -qx "${CLUSTER}" <<<"${clusters}"; then
   step "reusing kind cluster ${CLUSTER}"
 else
   step "creating kind cluster ${CLUSTER} from kind-config.yaml"
-  kind create cluster --config kind-config.yaml --wait 180s
+  kind create cluster --config kind-config.yaml --wait 180s ${KIND_NODE_IMAGE:+--image "${KIND_NODE_IMAGE}"}
 fi
 
-step "building ${IMAGE} and ${AUDIT_IMAGE}"
-docker build -t "${IMAGE}" .
-docker build --target audit -t "${AUDIT_IMAGE}" .
+if [[ "${SKIP_IMAGE_BUILD:-0}" == 1 ]]; then
+  step "using ${IMAGE} and ${AUDIT_IMAGE} as Docker has them (SKIP_IMAGE_BUILD=1)"
+else
+  step "building ${IMAGE} and ${AUDIT_IMAGE}"
+  docker build -t "${IMAGE}" .
+  docker build --target audit -t "${AUDIT_IMAGE}" .
+fi
 
 step "loading them into the kind nodes"
 kind load docker-image "${IMAGE}" "${AUDIT_IMAGE}" --name "${CLUSTER}"
+
+# Kafka's image, when Docker has it (made where no registry answers): the nodes pull it otherwise.
+KAFKA_IMAGE=$(awk '/^ *image:/ { print $2; exit }' dev/kind/kafka.yaml)
+if docker image inspect "${KAFKA_IMAGE}" >/dev/null 2>&1; then
+  step "loading ${KAFKA_IMAGE} into the kind nodes"
+  kind load docker-image "${KAFKA_IMAGE}" --name "${CLUSTER}"
+fi
 
 step "starting Kafka A and B (dev/kind/kafka.yaml)"
 kube apply -f dev/kind/kafka.yaml
@@ -92,6 +105,13 @@ reinstall=0
 if helm --kube-context "${CONTEXT}" -n "${NAMESPACE}" status "${RELEASE}" >/dev/null 2>&1; then
   reinstall=1
 fi
+
+# As deploy/base/install.yaml makes it: every pod of the operator, its workers, audits and the
+# smoke Job must pass the restricted Pod Security level.
+step "namespace ${NAMESPACE} at the restricted Pod Security level"
+kube create namespace "${NAMESPACE}" --dry-run=client -o yaml | kube apply -f -
+kube label namespace "${NAMESPACE}" --overwrite \
+  pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest
 
 step "installing the chart as ${RELEASE} in ${NAMESPACE}"
 helm --kube-context "${CONTEXT}" upgrade --install "${RELEASE}" charts/kafka-mirror-operator \

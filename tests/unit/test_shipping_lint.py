@@ -22,14 +22,19 @@ from kafka_mirror.api.models import GROUP, KafkaMirrorSpec
 from kafka_mirror.audit.spark import JARS_ENV
 from kafka_mirror.cli import parser
 from kafka_mirror.render import build_audit_cronjob, build_deployment, build_worker_config
+from kafka_mirror_dev import kind
 from kafka_mirror_dev.builds import ACTIONLINT
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # where the dev extra's linters (shellcheck, hadolint) land
 KIND_DIR = REPO / "dev" / "kind"
 E2E_SCRIPT = KIND_DIR / "e2e.sh"
-SCRIPTS = sorted(KIND_DIR.glob("*.sh"))
-MANIFESTS = sorted(KIND_DIR.glob("*.yaml"))
+NODE_DIR = KIND_DIR / "node"  # kind's node image as kafka_mirror_dev/kind.py makes it
+# The node's entrypoint and Kafka's image's start script are bash scripts too.
+SCRIPTS = sorted(
+    [*KIND_DIR.glob("*.sh"), NODE_DIR / "entrypoint", KIND_DIR / "kafka-image" / "start-kafka"]
+)
+MANIFESTS = sorted([*KIND_DIR.glob("*.yaml"), NODE_DIR / "default-cni.yaml"])
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yaml"))
 DOCKERFILE = REPO / "Dockerfile"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -390,7 +395,25 @@ def test_make_and_the_workflow_run_the_script() -> None:
     phony = re.search(r"^\.PHONY:(.*)$", makefile, re.MULTILINE)
     assert phony and "kind-e2e" in phony[1].split()
     recipe = re.search(r"^kind-e2e:.*\n\t(.*)$", makefile, re.MULTILINE)
-    assert recipe and recipe[1] == f"bash {E2E_SCRIPT.relative_to(REPO)}"
+    assert recipe and recipe[1] == "$(BIN)/python -m kafka_mirror_dev.kind"
+    assert kind.E2E_SCRIPT == E2E_SCRIPT  # what the target runs, after what it brings
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "kind-e2e.yaml").read_text())
     runs = [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
-    assert "make kind-e2e" in runs
+    assert f"bash {E2E_SCRIPT.relative_to(REPO)}" in runs
+
+
+def test_the_node_image_runs_the_images_it_preloads() -> None:
+    """The node's containerd, its pod network and kind-config.yaml agree with kind.py."""
+    containerd = tomllib.loads((NODE_DIR / "config.toml").read_text())
+    cri = containerd["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["sandbox_image"] == kind.PAUSE_IMAGE
+    runc = cri["containerd"]["runtimes"]["runc"]["options"]
+    assert runc["SystemdCgroup"] is True  # kind's kubelet uses the systemd driver
+    assert runc["BinaryName"] == "/usr/local/bin/runc-bounded"
+    network = _documents(NODE_DIR / "default-cni.yaml")
+    (daemonset,) = [doc for doc in network if doc["kind"] == "DaemonSet"]
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == kind.NETWORK_IMAGE and container["imagePullPolicy"] == "Never"
+    config = yaml.safe_load((REPO / "kind-config.yaml").read_text())
+    patches = [yaml.safe_load(patch) for patch in config["kubeadmConfigPatches"]]
+    assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
