@@ -302,6 +302,9 @@ def node_image(env: dict[str, str]) -> str:
             "--change=ENV container=docker", node, image, env=env,
         )  # fmt: skip
     _docker("rmi", unloaded, env=env)
+    for other in _docker("images", "--format={{.Repository}}:{{.Tag}}", env=env).split():
+        if other.startswith("localhost/kind-node:") and other != image:
+            _docker("rmi", other, env=env)  # made from older inputs
     return image
 
 
@@ -357,6 +360,9 @@ def load_project_images(env: dict[str, str]) -> None:
             archive = Path(scratch) / "image.tar"
             _buildah("push", "--quiet", source, f"docker-archive:{archive}:{name}")
             _docker("load", "--quiet", f"--input={archive}", env=env)
+        if _has_image(source, env):  # the archive names it too: only e2e.sh's name is needed
+            _docker("rmi", source, env=env)
+    _docker("image", "prune", "--force", env=env)  # the images the names were on before
 
 
 def tools_path() -> str:
