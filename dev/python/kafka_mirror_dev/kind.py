@@ -41,6 +41,7 @@ from kafka_mirror_dev.builds import (
     REPO_ROOT,
     RUNC_BOUNDED,
     cache_dir,
+    kafka_libs,
     locked,
     progress,
     require,
@@ -184,10 +185,13 @@ def _import(root: Path, image: str, env: dict[str, str], *changes: str) -> None:
 
 
 def _build(image: str, dockerfile: str, files: dict[str, Path], env: dict[str, str]) -> None:
-    """`docker build` of `dockerfile` with `files` (name in the context: path) as its context."""
+    """`docker build` of `dockerfile` with `files` (name in the context: file or directory)."""
     with tempfile.TemporaryDirectory(dir=cache_dir()) as context:
         for name, path in files.items():
-            shutil.copy(path, Path(context) / name)
+            if path.is_dir():
+                shutil.copytree(path, Path(context) / name)
+            else:
+                shutil.copy(path, Path(context) / name)
         (Path(context) / "Dockerfile").write_text(dockerfile)
         _docker("build", "--quiet", "--tag", image, context, env={**env, "DOCKER_BUILDKIT": "0"})
 
@@ -330,26 +334,22 @@ def _running(image: str, env: dict[str, str]) -> Iterator[str]:
 
 
 def kafka_image(env: dict[str, str]) -> None:
-    """apache/kafka's stand-in: a Java runtime, the dev stack's Kafka jars and a start script
-    that reads the same KAFKA_* variables (dev/kind/kafka-image/start-kafka)."""
-    from kafka_mirror_dev.builds import kafka_libs
-
-    if _has_image(KAFKA_IMAGE, env):
-        return
-    base = _debian_image("kafka-base", KAFKA_PACKAGES, env)
-    files = KIND_DIR / "kafka-image"
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as context:
-        shutil.copytree(kafka_libs(), Path(context) / "libs")
-        for name in ("start-kafka", "log4j2.properties"):
-            shutil.copy(files / name, Path(context) / name)
-        (Path(context) / "Dockerfile").write_text(
+    """apache/kafka's stand-in, under its name: a Java runtime, the dev stack's Kafka jars and a
+    start script that reads the same KAFKA_* variables (dev/kind/kafka-image/start-kafka)."""
+    files = {name: KIND_DIR / "kafka-image" / name for name in ("start-kafka", "log4j2.properties")}
+    libs = kafka_libs()
+    made = "localhost/kind-kafka:" + _digest(
+        *KAFKA_PACKAGES, str(libs), *(path.read_bytes() for path in files.values())
+    )
+    if not _has_image(made, env):
+        base = _debian_image("kafka-base", KAFKA_PACKAGES, env)
+        dockerfile = (
             f"FROM {base}\nCOPY libs /opt/kafka/libs\n"
             "COPY start-kafka log4j2.properties /opt/kafka/\n"
             'USER 1000:1000\nENTRYPOINT ["/opt/kafka/start-kafka"]\n'
         )
-        _docker(
-            "build", "--quiet", "--tag", KAFKA_IMAGE, context, env={**env, "DOCKER_BUILDKIT": "0"}
-        )
+        _build(made, dockerfile, {**files, "libs": libs}, env)
+    _docker("tag", made, KAFKA_IMAGE, env=env)
 
 
 def load_project_images(env: dict[str, str]) -> None:
