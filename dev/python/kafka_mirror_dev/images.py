@@ -134,6 +134,15 @@ def pause_image() -> str:
     return _ensure(image, "the pod sandbox image", make)
 
 
+def debootstrap(root: Path, packages: tuple[str, ...], log: Path) -> None:
+    """A minimal Debian `SUITE` with `packages` at `root`, without apt's caches."""
+    include = f"--include={','.join(packages)}"
+    command = [require("debootstrap"), "--variant=minbase", include, SUITE, str(root)]
+    _run(command, log=log)
+    for cache in ("var/lib/apt/lists", "var/cache/apt/archives"):
+        shutil.rmtree(root / cache, ignore_errors=True)
+
+
 def python_base() -> str:
     """The runtime's base: Debian with Python 3.11 and a virtual environment first on PATH
     (python:3.11-slim's `pip` installs into its own Python; Debian's system pip refuses to,
@@ -144,12 +153,9 @@ def python_base() -> str:
     )
 
     def make() -> None:
-        debootstrap = require("debootstrap")
         with _container("scratch") as container:
             root = Path(_buildah("mount", container))
-            include = f"--include={','.join(BASE_PACKAGES)}"
-            command = [debootstrap, "--variant=minbase", include, SUITE, str(root)]
-            _run(command, log=_log("python-base"))
+            debootstrap(root, BASE_PACKAGES, _log("python-base"))
             for ca in cas:
                 shutil.copy(ca, root / "usr/local/share/ca-certificates" / ca.name)
             _run(["chroot", str(root), "update-ca-certificates"])
@@ -158,8 +164,6 @@ def python_base() -> str:
                 "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
             )
             _run(["chroot", str(root), "python3", "-m", "venv", VENV])
-            for cache in ("var/lib/apt/lists", "var/cache/apt/archives"):
-                shutil.rmtree(root / cache, ignore_errors=True)
             _buildah("config", f"--env=PATH={BASE_PATH}", "--env=LANG=C.UTF-8", container)
             _buildah("config", "--cmd=python3", container)
             _buildah("commit", "--quiet", container, image)

@@ -46,7 +46,7 @@ from kafka_mirror_dev.builds import (
     progress,
     require,
 )
-from kafka_mirror_dev.images import SUITE, _buildah, _digest, project_images
+from kafka_mirror_dev.images import SUITE, _buildah, _digest, debootstrap, project_images
 from kafka_mirror_dev.processes import stop_pid
 
 KIND_DIR = REPO_ROOT / "dev" / "kind"
@@ -161,17 +161,10 @@ def _debian_image(name: str, packages: tuple[str, ...], env: dict[str, str]) -> 
     image = f"localhost/kind-{name}:{_digest(SUITE, *packages)}"
     if _has_image(image, env):
         return image
-    debootstrap = require("debootstrap")
     progress(f"making {image} with debootstrap (first run only; a few minutes)")
     with tempfile.TemporaryDirectory(dir=cache_dir()) as scratch:
         root = Path(scratch) / "root"
-        include = f"--include={','.join(packages)}"
-        subprocess.run(
-            [debootstrap, "--variant=minbase", include, SUITE, str(root)],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        for cache in ("var/lib/apt/lists", "var/cache/apt/archives"):
-            shutil.rmtree(root / cache, ignore_errors=True)
+        debootstrap(root, packages, cache_dir() / "logs" / f"kind-{name}.log")
         _import(root, image, env)
     return image
 
