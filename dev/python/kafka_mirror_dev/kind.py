@@ -121,27 +121,27 @@ class PrivateEngine:
         require("containerd")  # dockerd starts its own, from PATH
         self.directory.mkdir(parents=True, exist_ok=True)
         bin_path = f"{package / 'usr/sbin'}:{package / 'usr/bin'}:{os.environ['PATH']}"
-        log = (self.directory / "dockerd.log").open("ab")
-        process = subprocess.Popen(
-            [
-                str(package / "usr/sbin/dockerd"),
-                f"--host=unix://{self.socket}",
-                f"--data-root={self.directory / 'data'}",
-                f"--exec-root={self.directory / 'run'}",
-                f"--pidfile={self.pidfile}",
-                # Nothing on the host's firewall; no docker0 (kind makes a network of its own).
-                "--iptables=false",
-                "--ip-forward=false",
-                "--ip-masq=false",
-                "--bridge=none",
-                f"--add-runtime=bounded={runtime}",
-                "--default-runtime=bounded",
-            ],
-            env={**os.environ, "PATH": bin_path},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with (self.directory / "dockerd.log").open("ab") as log:  # the child keeps its own
+            process = subprocess.Popen(
+                [
+                    str(package / "usr/sbin/dockerd"),
+                    f"--host=unix://{self.socket}",
+                    f"--data-root={self.directory / 'data'}",
+                    f"--exec-root={self.directory / 'run'}",
+                    f"--pidfile={self.pidfile}",
+                    # Nothing on the host's firewall; no docker0 (kind makes a network of its own).
+                    "--iptables=false",
+                    "--ip-forward=false",
+                    "--ip-masq=false",
+                    "--bridge=none",
+                    f"--add-runtime=bounded={runtime}",
+                    "--default-runtime=bounded",
+                ],
+                env={**os.environ, "PATH": bin_path},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + ENGINE_START_SECONDS
         while not _answers(self.env):
             if process.poll() is not None or time.monotonic() > deadline:
