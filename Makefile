@@ -29,7 +29,7 @@ demo: $(STAMP)
 # for Kafka, the API server or a pod; three keep both cores busy throughout (docs/dev-stack.md).
 # The real node's tests share one process (the groups: tests/conftest.py); the slowest ten tests
 # are listed at the end. A process that crashes ends the run with its report: replacing it can
-# leave the run waiting forever for the tests of its group (seen once, docs/dev-stack.md).
+# leave the run waiting forever for the tests of its group (seen once, docs/test-suite-journal.md).
 PARALLEL := -n 3 --dist loadgroup --max-worker-restart=0 --durations=10
 
 ## All the tests: lint, then unit and integration tests against the real parts (what CI runs).
