@@ -83,11 +83,13 @@ def _operator(args: argparse.Namespace) -> None:
 
     identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
     health_port = urllib.parse.urlsplit(args.liveness).port if args.liveness else None
-    leader.wait_until_leading(options.api, args.leader_election_namespace, identity, health_port)
+    lease = leader.wait_until_leading(
+        options.api, args.leader_election_namespace, identity, health_port
+    )
     try:
         run(options, namespaces, args.liveness or None)
     finally:
-        leader.give_up(options.api, args.leader_election_namespace, identity)
+        lease.give_up()
 
 
 def _audit(args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 from kubernetes import client
@@ -30,28 +31,68 @@ LEASE_NAME = "kafka-mirror-operator"
 LEASE_SECONDS = 15
 RENEW_SECONDS = 10
 RETRY_SECONDS = 2
+RELEASE_TRIES = 5
 
 # The library logs every attempt at INFO: a follower would say so every two seconds.
 logging.getLogger("leaderelection").setLevel(logging.WARNING)
 
 
+class Lease(LeaseLock):
+    """The Lease this process holds or waits for. Once `give_up` released it, the election's
+    thread, which runs until the process ends, writes it no more: finding it without a holder,
+    it would take it straight back, and a stopped operator would hold it until it expired."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, identity: str) -> None:
+        super().__init__(LEASE_NAME, namespace, identity)  # type: ignore[no-untyped-call]
+        self.api_instance = client.CoordinationV1Api(api)
+        self.released = threading.Event()
+
+    def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        if self.released.is_set():
+            return False
+        return bool(super().create(name, namespace, election_record))  # type: ignore[no-untyped-call]
+
+    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        if self.released.is_set():
+            return False
+        return bool(super().update(name, namespace, updated_record))  # type: ignore[no-untyped-call]
+
+    def give_up(self) -> None:
+        """Release the Lease if this process still holds it (its successor takes it at once).
+        A renewal between our read and our write makes the write a conflict: read it again."""
+        self.released.set()
+        for _ in range(RELEASE_TRIES):
+            try:
+                lease = self.api_instance.read_namespaced_lease(self.name, self.namespace)
+                if lease.spec is None or lease.spec.holder_identity != self.identity:
+                    return
+                lease.spec.holder_identity = None
+                # resourceVersion-checked: a renewal since our read is a conflict
+                self.api_instance.replace_namespaced_lease(self.name, self.namespace, lease)
+                return
+            except ApiException as error:
+                if error.status != HTTPStatus.CONFLICT:
+                    log.warning("could not give the lease up (it expires): %s", error.reason)
+                    return
+        log.warning("could not give the lease up (it expires): renewed under each try")
+
+
 def wait_until_leading(
     api: client.ApiClient, namespace: str, identity: str, health_port: int | None
-) -> None:
+) -> Lease:
     """Block until this process holds the Lease; from then on a thread renews it, and ends the
     process if it cannot. Meanwhile `/healthz` on `health_port` says the follower is alive
     (the kubelet would restart it otherwise); kopf's liveness endpoint takes the port after."""
     following = None if health_port is None else endpoints.serve(_follower, health_port, "follower")
-    lock = LeaseLock(LEASE_NAME, namespace, identity)
-    lock.api_instance = client.CoordinationV1Api(api)
+    lease = Lease(api, namespace, identity)
     elected = threading.Event()
     config = electionconfig.Config(
-        lock,
+        lease,
         lease_duration=LEASE_SECONDS,
         renew_deadline=RENEW_SECONDS,
         retry_period=RETRY_SECONDS,
         onstarted_leading=elected.set,
-        onstopped_leading=_lost,
+        onstopped_leading=lambda: None if lease.released.is_set() else _lost(),
     )
     log.info("waiting for the lease %s/%s as %s", namespace, LEASE_NAME, identity)
     threading.Thread(target=LeaderElection(config).run, name="leader", daemon=True).start()
@@ -60,6 +101,7 @@ def wait_until_leading(
     if following is not None:
         following.shutdown()
         following.server_close()
+    return lease
 
 
 def _follower(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
@@ -71,16 +113,3 @@ def _lost() -> None:
     log.error("could not renew the lease in %d s: stopping, so that two never act", RENEW_SECONDS)
     logging.shutdown()
     os._exit(1)
-
-
-def give_up(api: client.ApiClient, namespace: str, identity: str) -> None:
-    """Release the Lease if this process still holds it (its successor takes it at once)."""
-    leases = client.CoordinationV1Api(api)
-    try:
-        lease = leases.read_namespaced_lease(LEASE_NAME, namespace)
-        if lease.spec is None or lease.spec.holder_identity != identity:
-            return
-        lease.spec.holder_identity = None
-        leases.replace_namespaced_lease(LEASE_NAME, namespace, lease)  # resourceVersion-checked
-    except ApiException as error:
-        log.warning("could not give the lease up (it expires by itself): %s", error.reason)
