@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from kafka_mirror.controller.leader import LEASE_NAME, LEASE_SECONDS, RETRY_SECONDS
+from kafka_mirror.controller.leader import (
+    LEASE_NAME,
+    LEASE_SECONDS,
+    RETRY_SECONDS,
+    Lease,
+    wait_until_leading,
+)
 from kafka_mirror.kube import apply
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.operator import OperatorProcess
@@ -98,3 +104,25 @@ def test_one_operator_acts_and_the_other_takes_over_when_it_is_killed_or_stopped
     # Stopped (a rollout, a drain): it gives the Lease up as it goes.
     second.stop()
     assert holder(kube_api, namespace) is None
+
+
+def test_a_released_lease_stays_released_while_the_process_ends(
+    kube_api: client.ApiClient, namespace: str
+) -> None:
+    """The election's thread runs until the process ends, and takes a Lease without a holder at
+    its next try: a stopping operator whose exit outlasted it held the Lease again, dead, until
+    it expired (busy run 54). Here the process lives on after the release."""
+    lease = wait_until_leading(kube_api, namespace, "stopping-operator", None)
+    assert holder(kube_api, namespace) == "stopping-operator"
+    lease.give_up()
+    assert holder(kube_api, namespace) is None
+    # Two tries of the thread after the release: the second began after it, and found no holder.
+    next_try(lease)
+    next_try(lease)
+    assert holder(kube_api, namespace) is None
+
+
+def next_try(lease: Lease) -> None:
+    """Wait for the election thread's next try: each reads the Lease afresh."""
+    seen = lease.lease_reference
+    wait_for(lambda: lease.lease_reference is not seen, 60, "the election thread's next try")
