@@ -3,15 +3,21 @@ a consumer hung in its close holds the GIL (librdkafka#4041), which would freeze
 
     python -m tests.helpers.leaving BOOTSTRAP TOPIC ROUNDS leave|close
 
-Each round three consumers of a new group share TOPIC with the worker's callbacks (a sync
-commit at revocation; assign and pause while leaving). Two of them leave; once the group shows
-the third alone holding every partition (so the rebalance's assignment is waiting in its
-client, unserved), the third leaves too: by `leave_group`, or by closing at once (what the
-worker did, which hung within a few rounds). Prints how long each leave took."""
+Each round two consumers of a new group share TOPIC with the worker's callbacks (a sync
+commit at revocation; assign and pause while leaving). The second stops polling and the first
+leaves; once the group shows the second alone holding every partition (so the rebalance's
+assignment is waiting in its client, unserved), it leaves too: by `leave_group`, or by closing
+at once (what the worker did, which hung within a few rounds). Two, not the worker's three: a
+member that does not poll cannot rejoin while an assignment waits in its client, so a second
+member leaving after the first one's rebalance ended left the group rebalancing for good (busy
+run 56). Prints how long each leave took; a round that has not ended after ROUND_SECONDS prints
+every thread's stack and ends the process (status 1)."""
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
+import os
 import sys
 import threading
 import time
@@ -24,6 +30,8 @@ from kafka_mirror.kafka.client import leave_group
 from tests.helpers.kafka import group_member
 
 PARTITIONS_SETTLED_SECONDS = 30.0
+# A round takes 2 to 3 s; its two waits for the group 30 s at most, each leave 5 s (`leave_group`).
+ROUND_SECONDS = 90.0
 
 
 class Member:
@@ -72,23 +80,25 @@ class Member:
         return time.monotonic() - started
 
 
-def alone_with_everything(admin: AdminClient, group: str, partitions: int) -> bool:
+def group_now(admin: AdminClient, group: str) -> tuple[ConsumerGroupState, list[int]]:
+    """The group's state and how many partitions each member holds."""
     described = admin.describe_consumer_groups([group])[group].result(timeout=10)
-    members = described.members
-    return (
-        described.state == ConsumerGroupState.STABLE
-        and len(members) == 1
-        and len(members[0].assignment.topic_partitions) == partitions
-    )
+    return described.state, [len(m.assignment.topic_partitions) for m in described.members]
 
 
-def wait(condition: Callable[[], bool], what: str) -> None:
+def wait(condition: Callable[[], bool], what: str, seen: Callable[[], object]) -> None:
+    """Until `condition`; else say what was `seen` last, and end at once: closing consumers in
+    that state can hang (librdkafka#4041), at the interpreter's exit too."""
     deadline = time.monotonic() + PARTITIONS_SETTLED_SECONDS
     while not condition():
         if time.monotonic() > deadline:
-            raise SystemExit(
-                f"timed out after {PARTITIONS_SETTLED_SECONDS:.0f}s waiting for {what}"
+            print(
+                f"timed out after {PARTITIONS_SETTLED_SECONDS:.0f}s waiting for {what};"
+                f" saw {seen()}",
+                file=sys.stderr,
+                flush=True,
             )
+            os._exit(1)
         time.sleep(0.05)
 
 
@@ -96,15 +106,18 @@ def one_round(admin: AdminClient, bootstrap: str, topic: str, mode: str) -> floa
     """How long the last member took to leave."""
     partitions = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
     group = f"leaving-{time.time_ns()}"
-    members = [Member(bootstrap, group, topic) for _ in range(3)]
-    wait(lambda: all(m.owned for m in members), "each of three members holding partitions")
-    last = members.pop()
-    last.stop_polling()
-    for member in members:
-        member.leave("leave")
+    first, last = (Member(bootstrap, group, topic) for _ in range(2))
     wait(
-        lambda: alone_with_everything(admin, group, partitions),
-        f"the last member alone with all {partitions} partitions",
+        lambda: bool(first.owned and last.owned),
+        "each of two members holding partitions",
+        lambda: (sorted(first.owned), sorted(last.owned)),
+    )
+    last.stop_polling()
+    first.leave("leave")
+    wait(
+        lambda: group_now(admin, group) == (ConsumerGroupState.STABLE, [partitions]),
+        f"the group stable, its last member alone with all {partitions} partitions",
+        lambda: group_now(admin, group),
     )
     return last.leave(mode)
 
@@ -112,7 +125,9 @@ def one_round(admin: AdminClient, bootstrap: str, topic: str, mode: str) -> floa
 def main(bootstrap: str, topic: str, rounds: int, mode: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for round_ in range(rounds):
+        faulthandler.dump_traceback_later(ROUND_SECONDS, exit=True)
         took = one_round(admin, bootstrap, topic, mode)
+        faulthandler.cancel_dump_traceback_later()
         print(f"round {round_}: the last member left in {took:.2f}s", flush=True)
 
 

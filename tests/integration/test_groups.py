@@ -200,10 +200,7 @@ def test_a_member_handed_partitions_as_it_leaves_still_leaves(kafka_a: LocalKafk
     topic = unique("leaving")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=6)
     command = [sys.executable, "-m", "tests.helpers.leaving", kafka_a.bootstrap_servers, topic]
-    try:
-        done = subprocess.run([*command, "6", "leave"], capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired as hung:
-        said = f"a member did not leave within 120 s; it printed: {hung.stdout!r}"
-        raise AssertionError(said) from None
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    # A hung round ends the helper with every thread's stack (`ROUND_SECONDS`).
+    done = subprocess.run([*command, "6", "leave"], capture_output=True, text=True, timeout=580)
+    assert done.returncode == 0, done.stdout + done.stderr[-8000:]
     assert done.stdout.count("left in") == 6, done.stdout
