@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
 from kafka_mirror.topics import TopicPlan
+from kafka_mirror.worker.at_least_once import AtLeastOnceWorker
 from kafka_mirror.worker.exactly_once import ExactlyOnceWorker
 from kafka_mirror.worker.metrics import WorkerMetrics
 from kafka_mirror.worker.mirror import MirrorWorker
@@ -315,7 +316,7 @@ class FakeClients:
 
 
 def fake_worker(
-    clients: FakeClients, worker_class: type[MirrorWorker] = MirrorWorker, **settings: Any
+    clients: FakeClients, worker_class: type[MirrorWorker] = AtLeastOnceWorker, **settings: Any
 ) -> MirrorWorker:
     """A worker from A to B on `clients`, mirroring TOPIC to `clients.remote`, every partition
     assigned; `settings` add to (or replace) its configuration file's."""

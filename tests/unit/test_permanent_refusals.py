@@ -12,6 +12,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from kafka_mirror.worker.at_least_once import AtLeastOnceWorker
 from kafka_mirror.worker.exactly_once import ExactlyOnceWorker
 from kafka_mirror.worker.flows import Stop, commit_offsets
 from kafka_mirror.worker.mirror import MirrorWorker
@@ -45,7 +46,7 @@ def fatal(partition: int, code: int) -> str:
 
 
 def mirror(
-    records: int, capacity: int = 1000, worker_class: type[MirrorWorker] = MirrorWorker
+    records: int, capacity: int = 1000, worker_class: type[MirrorWorker] = AtLeastOnceWorker
 ) -> tuple[MirrorWorker, FakeClients]:
     """A worker over a source whose partitions hold `records` records each."""
     source = Source(logs=[[True] * records for _ in range(PARTITIONS)])

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
+import yaml
 
 from kafka_mirror.api.models import GroupSelection
 from kafka_mirror.api.worker_config import MissingCredential, WorkerConfig
+from kafka_mirror.worker.config_file import ConfigFile
 
 
 def config(**overrides: object) -> WorkerConfig:
@@ -115,3 +120,28 @@ def test_no_mirrors_workers_connect_or_console_groups_are_checkpointed_by_defaul
     )
     assert mine.groups_checkpointed().matches("connect-mm2")
     assert not mine.groups_checkpointed().matches(config.consumer_group)
+
+
+def test_the_file_reread_applies_new_selections_live_and_asks_a_restart_for_new_clients(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "worker.yaml"
+    data: dict[str, Any] = {
+        "mirror": "ns/a-to-b",
+        "source": {"alias": "A", "bootstrapServers": "a:9092"},
+        "target": {"alias": "B", "bootstrapServers": "b:9092"},
+        "selections": [{"includes": ["orders"]}],
+    }
+    path.write_text(yaml.safe_dump(data))
+    file = ConfigFile(path)
+    assert not file.reread()  # unchanged
+
+    data["selections"] = [{"includes": ["orders", "payments"]}]
+    path.write_text(yaml.safe_dump(data))
+    assert not file.reread()
+    assert [s.includes for s in file.config.selections] == [["orders", "payments"]]
+
+    data["source"] = {"alias": "A", "bootstrapServers": "a2:9092"}
+    path.write_text(yaml.safe_dump(data))
+    assert file.reread()
+    assert file.config.source.bootstrap_servers == "a:9092"  # the old clients' until the restart

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from kafka_mirror.api.worker_config import MissingCredential, load
 from kafka_mirror.worker import batches
+from kafka_mirror.worker.at_least_once import AtLeastOnceWorker
 from kafka_mirror.worker.exactly_once import ExactlyOnceWorker
 from kafka_mirror.worker.metrics import WorkerMetrics, serve
 from kafka_mirror.worker.mirror import MirrorWorker, WorkerFailed
@@ -62,7 +63,7 @@ def mirror(config_path: Path, port: int | None, health: Health | None) -> int:
     metrics = WorkerMetrics()
     try:
         exactly_once = load(config_path).delivery == "exactlyOnce"
-        worker = (ExactlyOnceWorker if exactly_once else MirrorWorker)(config_path, metrics)
+        worker = (ExactlyOnceWorker if exactly_once else AtLeastOnceWorker)(config_path, metrics)
     except (MissingCredential, OSError, ValueError, KafkaException) as error:
         # KafkaException: librdkafka refused a client setting of the mirror's `config`.
         log.error("cannot start with %s: %s", config_path, error)

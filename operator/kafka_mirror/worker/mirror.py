@@ -1,18 +1,15 @@
-"""The mirroring worker: source topics on A to remote topics on B, at least once.
+"""The mirroring worker: source topics on A to remote topics on B.
 
 One loop, one thread (as MirrorMaker 2's MirrorSourceTask polls and sends): consume a batch from
 A, produce it to B (`batches.BatchSender`), serve the delivery reports, and run the periodic
-tasks when due (their admin calls on a thread of their own: `periodic.OffLoop`).
+tasks when due (their admin calls on a thread of their own: `periodic.OffLoop`). What is
+committed, when, and who owns which partition is the delivery guarantee's: `at_least_once.py`
+(the default) and `exactly_once.py` decide it, each a `MirrorWorker`.
 
-Nothing is committed past a record the target has not acknowledged (`flows.PartitionFlow`), on
-every path: the periodic commit, giving partitions up, stopping, a failed producer. A record the
-producer refuses stops or holds its partition at that record, never the worker; a full producer
-queue keeps the rest of the batch for the next round; a producer that failed (its gapless
-guarantee, or no acknowledgement for a minute while the target answers) is replaced and every
-partition with records waiting is consumed again from its first unacknowledged record.
-
-A refusal of the target that retrying cannot cure (an ACL, a record the topic cannot take) stops
-its remote topic or partition, the others go on (`permanent.py`).
+A record the producer refuses stops or holds its partition at that record, never the worker; a
+full producer queue keeps the rest of the batch for the next round; a failed producer is
+replaced. A refusal of the target that retrying cannot cure (an ACL, a record the topic cannot
+take) stops its remote topic or partition, the others go on (`permanent.py`).
 """
 
 from __future__ import annotations
@@ -21,18 +18,19 @@ import logging
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafka_mirror.api.worker_config import WorkerConfig, load
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.client import leave_group
 from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
-from kafka_mirror.worker.flows import DeliveryWatch, commit_offsets
+from kafka_mirror.worker.config_file import ConfigFile
+from kafka_mirror.worker.flows import DeliveryWatch
 from kafka_mirror.worker.linger import LINGER_SETTINGS, LingerSwitch
 from kafka_mirror.worker.membership import (
     ABSENT_SESSIONS,
@@ -45,7 +43,6 @@ from kafka_mirror.worker.membership import (
 from kafka_mirror.worker.metrics import LoopWatchdog, WorkerMetrics
 from kafka_mirror.worker.partitions import TARGET_PROBE_SECONDS, Partitions
 from kafka_mirror.worker.periodic import OffLoop, Periodic
-from kafka_mirror.worker.permanent import refusal_in_fatal
 from kafka_mirror.worker.resume_points import assign_at_resume_points
 from kafka_mirror.worker.retention import RetentionLosses
 from kafka_mirror.worker.sync_writer import OffsetSyncWriter
@@ -59,20 +56,7 @@ POLL_SECONDS = 0.1
 BACKLOG_WAIT_SECONDS = 0.05  # for the producer's queue to drain before the batch's rest
 DELIVERY_CHECK_SECONDS = 5.0
 PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target answering
-REVOKE_FLUSH_SECONDS = 30.0
-COMMITTED_SECONDS = 10.0  # reading the committed offsets at assignment
 SHUTDOWN_FLUSH_SECONDS = 20.0  # within Kubernetes' default 30 s grace period
-# Changing these needs new clients, so the worker restarts to apply them.
-RESTART_FIELDS = (
-    "source",
-    "target",
-    "topic_naming",
-    "offset_syncs",
-    "metrics_port",
-    "processes",
-    "delivery",
-    "commit_interval_seconds",
-)
 # librdkafka names the partition in its gapless-guarantee failure: "… for <topic> [<n>] …".
 FAILED_PARTITION = re.compile(r" for (\S+) \[(\d+)\]")
 
@@ -84,13 +68,12 @@ class WorkerFailed(RuntimeError):
     after committing what the target acknowledged, and its pod's restart resumes from there."""
 
 
-class MirrorWorker:
+class MirrorWorker(ABC):
     def __init__(
         self, config_path: Path, metrics: WorkerMetrics, clients: ClientsFactory = Clients
     ) -> None:
-        self.config_path = config_path
-        self.config_text = config_path.read_text()
-        self.config: WorkerConfig = load(config_path)
+        self.config_file = ConfigFile(config_path)
+        self.config: WorkerConfig = self.config_file.config
         self.metrics = metrics
         self.watchdog = LoopWatchdog()
         self.stopping = threading.Event()
@@ -289,76 +272,40 @@ class MirrorWorker:
         if self.producer_failure is None or FAILED_PARTITION.search(reason):
             self.producer_failure = reason
 
+    # --- the delivery guarantee's part ---------------------------------------------------
+
+    @abstractmethod
     def _replace_producer(self) -> None:
-        """Give up on the producer: each partition with records waiting is consumed again from
-        its first unacknowledged record, through a new producer."""
-        self._serve_reports(0)  # the error callback's reason may wait in its queue still
-        reason = self.producer_failure or "the producer failed"
-        log.warning("replacing the producer and re-sending what it held: %s", reason)
-        self.metrics.errors.labels("producer replaced").inc()
-        self.producer_failure = None
-        failed = FAILED_PARTITION.search(reason)
-        culprit = (failed.group(1), int(failed.group(2))) if failed else None
-        old = self.clients.renew_producer()
-        # A refusal known to be permanent stops what it concerns below, not after three tries.
-        permanent = refusal_in_fatal(reason)
-        self.partitions.rewind_waiting(reason, None if permanent else culprit)
-        if permanent is not None:
-            self.partitions.stop_refused(permanent)
-        old.purge()
-        with suppress(KafkaException, SystemError):
-            old.poll(0)  # its purged records' reports, to abandoned flows
-        self.delivery_watch.progress = None
+        """Give up on the failed producer; what it held is copied again."""
+
+    @abstractmethod
+    def _commit(self) -> None:
+        """Due every commit interval."""
+
+    @abstractmethod
+    def _barrier(self, partitions: list[TopicPartition] | None, timeout: float) -> None:
+        """Commit what the target acknowledged of `partitions` (all when None) before they are
+        given up, waiting up to `timeout` for the rest."""
+
+    @abstractmethod
+    def _subscribe(self, topics: list[str]) -> None:
+        """Mirror these topics, and only these (none: give every partition up)."""
+
+    @abstractmethod
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None: ...
+
+    @abstractmethod
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None: ...
+
+    @abstractmethod
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None: ...
 
     # --- progress -------------------------------------------------------------------------
-
-    def _commit(self) -> None:
-        """Commit what the target has acknowledged so far, without waiting for the rest."""
-        self.sync_writer.promote_delayed()
-        self.sync_writer.publish(self.clients.syncs_producer)
-        self.partitions.publish_figures()
-        self.partitions.hold_unacknowledged()
-        offsets = self.losses.annotate(commit_offsets(self.partitions.flows.values()))
-        if offsets:
-            self.clients.consumer.commit(offsets=offsets, asynchronous=True)
-            self._update_lag(offsets)
 
     def _committed(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if error is not None and error.code() not in _REBALANCING:
             self.metrics.errors.labels("commit").inc()
             log.warning("committing offsets (will retry): %s", error.str())
-
-    def _barrier(self, partitions: list[TopicPartition] | None, timeout: float) -> None:
-        """Wait (up to `timeout`) for the target to acknowledge what is queued, then commit what
-        it acknowledged of `partitions` (all when None)."""
-        self.sync_writer.promote_delayed()
-        self.sync_writer.publish(self.clients.syncs_producer)
-        # The flush serves the reports; records queued after the last reported one of their
-        # partition stay unconfirmed (one failing unreported, its remote partition deleted,
-        # would go unseen): the next owner sends them again.
-        try:
-            remaining = self.clients.producer.flush(timeout)
-        except (KafkaException, SystemError) as error:
-            self.producer_failure, remaining = str(error), -1
-        if remaining and timeout:
-            log.warning("the target has not acknowledged everything: committing what it has")
-        if self.clients.syncs_producer is not self.clients.producer:
-            self.clients.syncs_producer.flush(min(timeout, 5.0))
-        self.partitions.publish_figures()
-        keys = None if partitions is None else {(tp.topic, tp.partition) for tp in partitions}
-        flows = self.partitions.flows.items()
-        offsets = self.losses.annotate(
-            commit_offsets(f for k, f in flows if keys is None or k in keys)
-        )
-        if not offsets:
-            return
-        try:
-            self.clients.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as error:
-            # Rebalancing, or the group is gone: the next owner resumes from the last commit.
-            log.info("commit before giving partitions up failed: %s", error.args[0].str())
-            return
-        self._update_lag(offsets)
 
     def _update_lag(self, positions: list[TopicPartition]) -> None:
         for tp in positions:
@@ -374,24 +321,6 @@ class MirrorWorker:
             on_lost=self._on_lost,
         )
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("assigned %d partitions", len(partitions))
-        if self.closing:
-            # Handed over while this process leaves the group: librdkafka answers every offset
-            # fetch "waiting for the coordinator" then, and committed() would retry until its
-            # timeout, the group's close stalled behind it (seen to end in librdkafka's abort,
-            # "rd_kafka_cgrp_terminated: assert: !rd_kafka_assignment_in_progress"). Nothing of
-            # them is copied: leaving the group gives them on with the rest.
-            self.clients.consumer.incremental_assign(partitions)
-            self.clients.consumer.pause(partitions)
-            return
-        try:
-            committed = self.clients.consumer.committed(partitions, timeout=COMMITTED_SECONDS)
-        except KafkaException as error:
-            log.warning("cannot read the committed offsets at assignment: %s", error)
-            return  # the consumer reads them itself; the losses counted before are not known
-        self._assign_at(committed)
-
     def _assign_at(self, committed: list[TopicPartition]) -> None:
         """Assign the source partitions at their commits (or after their last copies), with
         the losses their commits counted."""
@@ -405,34 +334,12 @@ class MirrorWorker:
             self.topics.source_ids,
         )
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Before giving partitions to another replica, commit what the target holds of them."""
-        log.info("revoked %d partitions", len(partitions))
-        self._barrier(partitions, 0.0 if self.closing else REVOKE_FLUSH_SECONDS)
-        self.partitions.forget(partitions)
-        self.losses.forget(partitions)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.warning("lost %d partitions (no commit: another worker may own them)", len(partitions))
-        self.partitions.forget(partitions)
-        self.losses.forget(partitions)
-
     # --- periodic tasks -------------------------------------------------------------------
 
     def _reload_config(self) -> None:
-        text = self.config_path.read_text()
-        if text == self.config_text:
-            return
-        new = load(self.config_path)
-        self.config_text = text
-        changed = [f for f in RESTART_FIELDS if getattr(new, f) != getattr(self.config, f)]
-        if changed:
-            # Exiting cleanly lets the pod's restart apply them with new clients.
-            log.info("configuration of %s changed: exiting to restart with it", ", ".join(changed))
-            self.stop()
-            return
-        log.info("configuration changed: applying the new selections live")
-        self.config = new
+        if self.config_file.reread():
+            self.stop()  # a clean exit: the pod's restart applies it with new clients
+        self.config = self.config_file.config
 
     def _topics_observed(self, seen: TopicObservation) -> None:
         ready = self.topics.internal_topics_ready
@@ -441,25 +348,6 @@ class MirrorWorker:
             self.checkpoint_task.load_emitted()
         self._subscribe(sorted(plan.mirrored))
         self.partitions.resume_due()
-
-    def _subscribe(self, topics: list[str]) -> None:
-        if topics == self.subscribed:
-            return
-        added = sorted(set(topics) - set(self.subscribed))
-        removed = sorted(set(self.subscribed) - set(topics))
-        log.info(
-            "mirroring %d topics (started: %s; stopped: %s)",
-            len(topics),
-            ", ".join(added) or "-",
-            ", ".join(removed) or "-",
-        )
-        if topics:
-            self.clients.consumer.subscribe(topics, **self._rebalance_callbacks())
-        else:
-            self._barrier(None, REVOKE_FLUSH_SECONDS)
-            self.clients.consumer.unsubscribe()
-            self.partitions.forget([TopicPartition(t, p) for t, p in list(self.partitions.flows)])
-        self.subscribed = topics
 
     def _membership_sighted(self, sighting: Sighting | None) -> None:
         absent = sighting is not None and bool(self.subscribed) and sighting.absent
@@ -490,19 +378,9 @@ class MirrorWorker:
     def _checkpoint(self) -> None:
         """Off the loop: the assignment is librdkafka's (thread-safe), the plan a reference
         the loop replaces whole."""
-        if not self.config.checkpoints.enabled or not self.topics.internal_topics_ready:
-            return
-        mirrored = self.topics.plan.mirrored
-        owned = (
-            {
-                (tp.topic, tp.partition): mirrored[tp.topic]
-                for tp in self.clients.consumer.assignment()
-                if tp.topic in mirrored
-            }
-            if self.subscribed
-            else {}
-        )
-        self.checkpoint_task.run(owned)
+        if self.config.checkpoints.enabled and self.topics.internal_topics_ready:
+            assigned = self.clients.consumer.assignment() if self.subscribed else []
+            self.checkpoint_task.run(assigned, self.topics.plan.mirrored)
 
     def _check_deliveries(self) -> None:
         flows = self.partitions.flows.values()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import time
 
+from confluent_kafka import TopicPartition
+
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC, Heartbeat, checkpoints_topic
 from kafka_mirror.kafka.tail import TopicTail
@@ -49,8 +51,12 @@ class CheckpointTask:
         """Once the checkpoints topic exists: what earlier workers wrote there."""
         self.checkpointer.load_emitted(TopicTail(self.clients.checkpoints_reader, self.topic))
 
-    def run(self, owned: dict[tuple[str, int], str]) -> None:
-        """One pass; `owned` maps (source topic, partition) → remote topic."""
+    def run(self, assigned: list[TopicPartition], mirrored: dict[str, str]) -> None:
+        """One pass over the `assigned` source partitions of the `mirrored` topics (source
+        topic → remote topic)."""
+        owned = {
+            (tp.topic, tp.partition): mirrored[tp.topic] for tp in assigned if tp.topic in mirrored
+        }
         checkpointer, clients = self.checkpointer, self.clients
         checkpointer.source_admin, checkpointer.target_admin = (
             clients.source_admin,
