@@ -1,8 +1,8 @@
 """Pure functions from a KafkaMirror (and its selections) to the objects that run it.
 
-Every child is built here as a plain dict, ready for server-side apply; the controller adds the
-owner reference (`kopf.append_owner_reference`) and applies them. Nothing here talks to the API
-server, so the rendering is tested without one.
+Every child is built here (the audit's in render_audit) as a plain dict, ready for server-side
+apply; the controller adds the owner reference (`kopf.append_owner_reference`) and applies them.
+Nothing here talks to the API server, so the rendering is tested without one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import yaml
 
 from kafka_mirror import render_spark
 from kafka_mirror.api.clusters import KafkaCluster, SecretKeyRef
-from kafka_mirror.api.models import GROUP, KafkaMirrorSpec
+from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.worker_config import (
     ClusterConnection,
     SaslFromEnv,
@@ -35,7 +35,6 @@ CONFIG_DIR = "/etc/kafka-mirror"
 CONFIG_FILE = "worker.yaml"
 METRICS_PORT = 9400
 IMAGE_USER = 10001  # the Dockerfile's user (uid and gid)
-AUDIT_SCRATCH = "4Gi"  # the audit pod's /tmp
 MIRROR_LABEL = "kafkamirror.io/mirror"
 CONFIG_CHECKSUM_ANNOTATION = "kafkamirror.io/config-checksum"
 # The mirroring processes' allocator: mimalloc, preloaded (the image installs Debian's
@@ -106,7 +105,8 @@ def label_selector(mirror: str) -> str:
     return ",".join(f"{key}={value}" for key, value in selector_labels(mirror).items())
 
 
-def _labels(mirror: str, component: str) -> dict[str, str]:
+def child_labels(mirror: str, component: str) -> dict[str, str]:
+    """The labels of every child of a mirror: its name and what part of it the child is."""
     return {
         "app.kubernetes.io/name": "kafka-mirror",
         "app.kubernetes.io/component": component,
@@ -211,7 +211,7 @@ def build_config_map(
         "metadata": {
             "name": config_map_name(name),
             "namespace": namespace,
-            "labels": _labels(name, "worker"),
+            "labels": child_labels(name, "worker"),
         },
         "data": data,
     }
@@ -227,7 +227,7 @@ def _container_security() -> dict[str, Any]:
     }
 
 
-def _pod_spec(
+def mirror_pod(
     name: str, spec: KafkaMirrorSpec, envs: list[CredentialEnv], image: str, args: list[str]
 ) -> dict[str, Any]:
     """The pod of a worker or an audit run: the mirror's config file, credentials from Secrets."""
@@ -287,7 +287,7 @@ def build_deployment(
 ) -> dict[str, Any]:
     """The worker Deployment: `spec.replicas` pods (none while paused) sharing the partitions."""
     args = ["worker", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"]
-    pod = _pod_spec(name, spec, envs, spec.worker.image or image, args)
+    pod = mirror_pod(name, spec, envs, spec.worker.image or image, args)
     container = pod["containers"][0]
     allocator = [{"name": name, "value": value} for name, value in WORKER_ENV.items()]
     container["env"] = allocator + container["env"]
@@ -315,7 +315,7 @@ def build_deployment(
         "metadata": {
             "name": worker_name(name),
             "namespace": namespace,
-            "labels": _labels(name, "worker"),
+            "labels": child_labels(name, "worker"),
         },
         "spec": {
             "replicas": 0 if spec.paused else spec.replicas,
@@ -335,7 +335,7 @@ def build_metrics_service(namespace: str, name: str) -> dict[str, Any]:
         "metadata": {
             "name": metrics_service_name(name),
             "namespace": namespace,
-            "labels": _labels(name, "metrics"),
+            "labels": child_labels(name, "metrics"),
         },
         "spec": {
             "selector": selector_labels(name),
@@ -353,117 +353,10 @@ def build_disruption_budget(namespace: str, name: str, spec: KafkaMirrorSpec) ->
         "metadata": {
             "name": worker_name(name),
             "namespace": namespace,
-            "labels": _labels(name, "worker"),
+            "labels": child_labels(name, "worker"),
         },
         "spec": {
             "maxUnavailable": spec.worker.disruption_budget.max_unavailable,
             "selector": {"matchLabels": selector_labels(name)},
         },
     }
-
-
-def build_audit_cronjob(
-    namespace: str,
-    name: str,
-    spec: KafkaMirrorSpec,
-    envs: list[CredentialEnv],
-    image: str = DEFAULT_AUDIT_IMAGE,
-) -> dict[str, Any]:
-    """The audit CronJob: one run at a time, reading the same configuration as the workers, and
-    writing its summary into the mirror's status with its own ServiceAccount."""
-    pod = _audit_pod(name, spec, envs, spec.audit.image or image)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {
-            "name": audit_cronjob_name(name),
-            "namespace": namespace,
-            "labels": _labels(name, "audit"),
-        },
-        "spec": {
-            "schedule": spec.audit.schedule,
-            "suspend": spec.audit.suspend,
-            "concurrencyPolicy": "Forbid",
-            "successfulJobsHistoryLimit": 3,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 1,
-                    "template": {"metadata": {"labels": _labels(name, "audit")}, "spec": pod},
-                }
-            },
-        },
-    }
-
-
-def _audit_pod(
-    name: str, spec: KafkaMirrorSpec, envs: list[CredentialEnv], image: str
-) -> dict[str, Any]:
-    spark = spec.audit.spark
-    conf = dict(spark.conf)
-    if render_spark.on_kubernetes(spec):
-        conf |= render_spark.driver_conf(spec, image, CONFIG_DIR)
-    args = ["audit", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}", "--master", spark.master]
-    for key, value in sorted(conf.items()):
-        args += ["--conf", f"{key}={value}"]
-    if spec.audit.full_audit_request:
-        args.append(f"--full-request={spec.audit.full_audit_request}")
-    pod = _pod_spec(name, spec, envs, image, args)
-    if render_spark.on_kubernetes(spec):
-        pod["containers"][0]["env"] += render_spark.pod_env()
-    pod["restartPolicy"] = "Never"
-    pod["serviceAccountName"] = audit_account_name(name)
-    pod["automountServiceAccountToken"] = True  # to write status.lastAudit
-    # Spark spills shuffle blocks under /tmp (spark.local.dir): room for a large window.
-    pod["volumes"] = [
-        {**v, "emptyDir": {"sizeLimit": AUDIT_SCRATCH}} if v["name"] == "tmp" else v
-        for v in pod["volumes"]
-    ]
-    return pod
-
-
-def build_executor_template(name: str, spec: KafkaMirrorSpec) -> str | None:
-    """The executors' pod template of the audit on Spark on Kubernetes (None: another master)."""
-    if not render_spark.on_kubernetes(spec):
-        return None
-    return render_spark.executor_template(_audit_pod(name, spec, [], ""), AUDIT_SCRATCH)
-
-
-def build_audit_rbac(namespace: str, name: str, spec: KafkaMirrorSpec) -> list[dict[str, Any]]:
-    """The audit's ServiceAccount, allowed to read its mirror and patch its status, and on Spark
-    on Kubernetes to manage its executor pods: nothing more."""
-    metadata = {
-        "name": audit_account_name(name),
-        "namespace": namespace,
-        "labels": _labels(name, "audit"),
-    }
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": metadata,
-            "rules": [
-                {
-                    "apiGroups": [GROUP],
-                    "resources": ["kafkamirrors/status"],
-                    "resourceNames": [name],
-                    "verbs": ["get", "patch"],
-                },
-                *([render_spark.driver_rule()] if render_spark.on_kubernetes(spec) else []),
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": metadata,
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": audit_account_name(name),
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": audit_account_name(name), "namespace": namespace}
-            ],
-        },
-    ]

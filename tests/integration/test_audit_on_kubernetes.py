@@ -26,7 +26,7 @@ from kubernetes import client
 from kafka_mirror import render_spark
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.kube import apply
-from kafka_mirror.render import build_audit_rbac, build_executor_template
+from kafka_mirror.render_audit import build_audit_rbac, build_executor_template
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import export_spark_jars
 from kafka_mirror_dev.processes import free_port

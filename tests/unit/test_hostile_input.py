@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import event, given, settings
 from pydantic import ValidationError
 
-from kafka_mirror import render
+from kafka_mirror import render, render_audit
 from kafka_mirror.api.allowed import CLIENT_CONFIG, SPARK_CONF
 from kafka_mirror.api.models import KafkaMirrorSpec, MirrorTopicSelectionSpec
 from kafka_mirror.api.policy import AllowLists, not_allowed
@@ -51,7 +51,7 @@ def test_a_hostile_mirror_is_refused_or_renders_with_the_operators_settings_winn
     selections = [SelectionPatterns(name="s", includes=[".*"], excludes=[])]
     config, envs = render.build_worker_config("ns", "m", spec, selections)
     deployment = render.build_deployment("ns", "m", spec, envs, "0123abcd", render.DEFAULT_IMAGE)
-    cronjob = render.build_audit_cronjob("ns", "m", spec, envs, render.DEFAULT_IMAGE)
+    cronjob = render_audit.build_audit_cronjob("ns", "m", spec, envs, render.DEFAULT_IMAGE)
     config_map = render.build_config_map("ns", "m", config)
     json.dumps([deployment, cronjob, config_map])  # serialisable for the API server
     template = deployment["spec"]["template"]

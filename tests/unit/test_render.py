@@ -25,8 +25,6 @@ from kafka_mirror.render import (
     WORKER_ENV,
     CredentialEnv,
     audit_cronjob_name,
-    build_audit_cronjob,
-    build_audit_rbac,
     build_config_map,
     build_deployment,
     build_disruption_budget,
@@ -38,6 +36,7 @@ from kafka_mirror.render import (
     render_worker_config,
     selector_labels,
 )
+from kafka_mirror.render_audit import build_audit_cronjob, build_audit_rbac
 
 NAMESPACE = "team-a"
 NAME = "a-to-b"

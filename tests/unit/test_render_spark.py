@@ -14,11 +14,13 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.audit.executor import BACKEND, executor_command
 from kafka_mirror.render import (
     CONFIG_DIR,
+    build_config_map,
+    build_worker_config,
+)
+from kafka_mirror.render_audit import (
     build_audit_cronjob,
     build_audit_rbac,
-    build_config_map,
     build_executor_template,
-    build_worker_config,
 )
 
 MASTER = "k8s://https://kubernetes.default.svc"

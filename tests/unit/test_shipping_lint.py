@@ -21,7 +21,8 @@ import yaml
 from kafka_mirror.api.models import GROUP, KafkaMirrorSpec
 from kafka_mirror.audit.spark import JARS_ENV
 from kafka_mirror.cli import parser
-from kafka_mirror.render import build_audit_cronjob, build_deployment, build_worker_config
+from kafka_mirror.render import build_deployment, build_worker_config
+from kafka_mirror.render_audit import build_audit_cronjob
 from kafka_mirror_dev import kind
 from kafka_mirror_dev.builds import ACTIONLINT
 

@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from kafka_mirror import render
+from kafka_mirror import render, render_audit
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
@@ -64,13 +64,13 @@ def desired_children(inputs: MirrorInputs, images: render.Images) -> Desired:
     checksum = render.config_checksum(config, inputs.secrets.versions(envs))
     children = [
         render.build_config_map(
-            namespace, name, config, render.build_executor_template(name, spec)
+            namespace, name, config, render_audit.build_executor_template(name, spec)
         ),
         render.build_deployment(namespace, name, spec, envs, checksum, images.worker),
         render.build_metrics_service(namespace, name),
         render.build_disruption_budget(namespace, name, spec),
-        render.build_audit_cronjob(namespace, name, spec, envs, images.audit),
-        *render.build_audit_rbac(namespace, name, spec),
+        render_audit.build_audit_cronjob(namespace, name, spec, envs, images.audit),
+        *render_audit.build_audit_rbac(namespace, name, spec),
     ]
     # An owner reference only: kopf.adopt would copy the mirror's labels too, and a label can
     # steer other controllers (a backup tool's exclusion, a proxy's, a GitOps tool's tracking).
