@@ -20,8 +20,8 @@ from kafka_mirror.api.allowed import (
 )
 from kafka_mirror.api.clusters import KafkaCluster
 from kafka_mirror.api.crdgen import all_crds
-from kafka_mirror.api.models import SparkSettings
 from kafka_mirror.api.worker_config import ClusterConnection
+from kafka_mirror.api.workloads import SparkSettings
 from kafka_mirror.worker.clients import (
     MIRROR_PRODUCER_GUARANTEES,
     ONE_REQUEST_IN_FLIGHT,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from kafka_mirror.api.models import AuditSettings
+from kafka_mirror.api.workloads import AuditSettings
 from kafka_mirror.controller.schedule import runs_between
 
 START = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)  # a Monday
