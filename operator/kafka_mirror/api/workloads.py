@@ -18,6 +18,7 @@ QUANTITY = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY)]
+Image = Annotated[str, Field(min_length=1, max_length=1024)]  # an image reference
 
 
 class SparkExecutors(ApiModel):
@@ -67,7 +68,7 @@ class AuditSettings(ApiModel):
         "once.",
     )
     spark: SparkSettings = section(SparkSettings, "Spark settings.")
-    image: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+    image: Image | None = Field(
         default=None,
         description="Image of the audit pods: the operator's audit image (`--audit-image`, "
         "with PySpark, Java and Spark's Kafka source) if unset. Another image must match the "
@@ -106,7 +107,7 @@ class DisruptionBudget(ApiModel):
 class WorkerPod(ApiModel):
     """Settings of the worker pods."""
 
-    image: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+    image: Image | None = Field(
         default=None,
         description="Image of the worker pods; the operator's worker image (`--worker-image`) "
         "if unset. Another image must match the installer's allow-list "
