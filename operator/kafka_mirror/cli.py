@@ -59,12 +59,8 @@ def _operator(args: argparse.Namespace) -> None:
     metrics = OperatorMetrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port)
-    options = OperatorOptions(
-        api=api_client(Path(args.kubeconfig) if args.kubeconfig else None),
-        images=Images(args.worker_image, args.audit_image),
-        status_interval=args.status_interval,
-        metrics=metrics,
-        allowed=AllowLists(
+    try:
+        allowed = AllowLists(
             worker_images=tuple(args.allowed_worker_image),
             spark_masters=tuple(args.allowed_spark_master),
             bootstrap_hosts=tuple(args.allowed_bootstrap_host),
@@ -73,7 +69,15 @@ def _operator(args: argparse.Namespace) -> None:
             toleration_keys=tuple(args.allowed_toleration_key),
             node_selectors=tuple(args.allowed_node_selector),
             unlabelled_secrets=args.allow_unlabelled_secrets,
-        ),
+        )
+    except ValueError as error:
+        raise SystemExit(f"kafka-mirror operator: --allowed-bootstrap-host: {error}") from None
+    options = OperatorOptions(
+        api=api_client(Path(args.kubeconfig) if args.kubeconfig else None),
+        images=Images(args.worker_image, args.audit_image),
+        status_interval=args.status_interval,
+        metrics=metrics,
+        allowed=allowed,
     )
     namespaces = [] if args.all_namespaces else args.namespace
     if not args.leader_election_namespace:
@@ -279,7 +283,9 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="PATTERN",
         help="allow only bootstrap servers whose host (or host:port) matches one of these "
-        "patterns (`*` matches any characters; repeatable; default: any host)",
+        "patterns: a DNS name where `*` stands for characters of one label (a first label `*` "
+        "for any subdomain), an IP address or network (10.0.0.0/16); repeatable; default: any "
+        "host",
     )
     for flag, metavar, what in (
         ("--allowed-pod-annotation", "PATTERN", "worker pod annotation keys"),

@@ -32,8 +32,8 @@ class Listener:
     """A TCP port that counts the connections it gets: a host of the user's, or the network
     the operator could probe."""
 
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.socket = socket.create_server((host, 0))
         self.port = self.socket.getsockname()[1]
         self.connections = 0
         threading.Thread(target=self._serve, daemon=True).start()
@@ -44,7 +44,7 @@ class Listener:
                 connection, _ = self.socket.accept()
             except OSError:  # closed
                 return
-            self.connections += 1
+            self.connections += 1  # before the close: a client sees the reset after this
             connection.close()
 
     def close(self) -> None:

@@ -4,9 +4,11 @@ defaults, and messages that name the field, the value and the flag and chart val
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.policy import (
@@ -150,6 +152,72 @@ def test_without_a_host_list_any_host_may_be_named() -> None:
 )
 def test_hosts_match_by_name_or_by_host_and_port(entry: str, allowed: bool) -> None:
     assert bootstrap_allowed(entry, PLATFORM) is allowed
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "PLAINTEXT://127.0.0.1:19093/x.kafka.svc.cluster.local:9093",  # the issue's
+        "127.0.0.1:19093/kafka-a.kafka.svc.cluster.local:9092",
+        "user@kafka-a.kafka.svc.cluster.local:9092",
+        "kafka-a.kafka.svc.cluster.local:9092 ",
+        "127.1:9092",  # resolvers read it as 127.0.0.1
+        "010.0.0.1:9092",  # and this as 8.0.0.1
+        "0x7f.0.0.1:9092",
+        "2130706433:9092",
+        "[fe80::1%eth0]:9092",
+        "[::1::2]:9092",
+        "kafka-a:0",
+        "kafka-a:65536",
+        "kafka-a:09092",
+        "-kafka:9092",
+        "a" * 254 + ":9092",
+    ],
+)
+def test_an_entry_outside_the_grammar_is_refused_by_the_model(entry: str) -> None:
+    with pytest.raises(ValidationError, match="bootstrapServers"):
+        KafkaMirrorSpec.model_validate(spec(source={"alias": "A", "bootstrapServers": entry}))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "entry", "allowed"),
+    [
+        ("*.kafka.svc.cluster.local", "b.kafka.svc.cluster.local:9092", True),
+        ("*.kafka.svc.cluster.local", "b-0.brokers.kafka.svc.cluster.local:9092", True),
+        ("*.kafka.svc.cluster.local", "kafka.svc.cluster.local:9092", False),
+        ("*.kafka.svc.cluster.local", "b.kafka.svc.cluster.local.evil.io:9092", False),
+        ("kafka-*.kafka.svc.cluster.local", "kafka-a.kafka.svc.cluster.local.:9092", True),
+        ("kafka-*.kafka.svc.cluster.local", "kafka-a.x.kafka.svc.cluster.local:9092", False),
+        ("10.1.0.0/16", "10.1.200.3:9092", True),
+        ("10.1.0.0/16", "10.2.0.3:9092", False),
+        ("127.0.0.1", "127.0.0.1:9092", True),
+        ("127.0.0.1", "[::ffff:127.0.0.1]:9092", False),
+        ("[::1]:9092", "[0:0::1]:9092", True),
+        ("fd00::/8", "[fd12::7]:9092", True),
+        ("fd00::/8", "fd00.example:9092", False),
+    ],
+)
+def test_a_pattern_matches_the_host_the_clients_connect_to(
+    pattern: str, entry: str, allowed: bool
+) -> None:
+    assert bootstrap_allowed(entry, AllowLists(bootstrap_hosts=(pattern,))) is allowed
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("10.0.*.*", "networks"),
+        ("kafka:x", "port"),
+        ("[::1]x", "`]`"),
+        ("ka/fka", "IPv4 or IPv6 network"),
+        ("ka fka", "labels"),
+    ],
+)
+def test_an_unusable_pattern_stops_the_operator_at_start(pattern: str, why: str) -> None:
+    with pytest.raises(
+        ValueError, match=re.escape(f"pattern {pattern!r} cannot be used") + ".*" + re.escape(why)
+    ):
+        AllowLists(bootstrap_hosts=(pattern,))
 
 
 def test_every_entry_of_both_clusters_is_checked() -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from kafka_mirror.api.base import ApiModel, ClientSettings, cel, section
+from kafka_mirror.api.bootstrap import BOOTSTRAP_SERVERS, parse_bootstrap
 
 # An alias is part of remote topic names, so it must be a legal topic-name fragment without the
 # separator characters that would make `t.A` ambiguous.
 CLUSTER_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
-BOOTSTRAP_SERVERS = r"^[^\s,]+:[0-9]{1,5}(,[^\s,]+:[0-9]{1,5})*$"
 
 
 class SecretKeyRef(ApiModel):
@@ -72,8 +72,9 @@ class KafkaCluster(ApiModel):
     bootstrap_servers: Annotated[
         str, Field(min_length=1, max_length=2048, pattern=BOOTSTRAP_SERVERS)
     ] = Field(
-        description="Comma-separated host:port list of brokers; each host must be on the "
-        "installer's allow-list when it has one (`--allowed-bootstrap-host`)."
+        description="Comma-separated host:port list of brokers, each a DNS name, an IPv4 "
+        "address or a bracketed IPv6 address (no scheme, path or spaces); each host must be on "
+        "the installer's allow-list when it has one (`--allowed-bootstrap-host`)."
     )
     tls: TlsSettings = section(TlsSettings, "TLS settings.")
     sasl: SaslSettings | None = Field(default=None, description="SASL authentication.")
@@ -85,3 +86,9 @@ class KafkaCluster(ApiModel):
             "delivery settings are refused."
         ),
     )
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _addresses(cls, servers: str) -> str:
+        parse_bootstrap(servers)  # what the pattern cannot say: an IPv6 address's digits
+        return servers

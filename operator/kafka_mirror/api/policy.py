@@ -10,8 +10,9 @@ those credentials go are bounded by allow-lists from the operator's flags (the c
   `--allowed-worker-image` patterns;
 - Spark masters: local mode inside the audit pod (`local`, `local[N]`, `local[*]`), and the
   masters listed with `--allowed-spark-master`;
-- bootstrap hosts: any, unless `--allowed-bootstrap-host` patterns are given; then every
-  `host:port` of both clusters must match one, checked before the operator connects;
+- bootstrap hosts: any, unless `--allowed-bootstrap-host` patterns are given; then the host
+  of every `host:port` of both clusters, as the clients read it (`kafka_mirror.api.bootstrap`),
+  must match one, checked before the operator connects;
 - SASL PLAIN only over TLS (it sends the password as it is), unless
   `--allow-plain-without-tls`;
 - the worker pods' annotation keys, toleration keys and node selectors (`key=value`): none but
@@ -19,7 +20,8 @@ those credentials go are bounded by allow-lists from the operator's flags (the c
   `--allowed-node-selector` patterns (an annotation can take the pod out of a mesh or put it on
   another network, a toleration and a selector can place it on the control plane's nodes);
 - credential Secrets: only those labelled `kafkamirror.io/credential: "true"` (checked by the
-  controller, which reads them), unless `--allow-unlabelled-secrets`.
+  controller, which reads them), unless `--allow-unlabelled-secrets`; one annotated
+  `kafkamirror.io/bootstrap-hosts` only towards the hosts its patterns match.
 
 A spec outside them is reported, naming the field, the value and the flag that would allow it;
 the operator renders and connects nothing for it. Pure functions: the controller decides what
@@ -31,10 +33,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kafka_mirror.api.bootstrap import host_patterns, parse_entry
 from kafka_mirror.api.models import KafkaMirrorSpec
 
 # The label a Secret carries to let mirrors use it (unless the installer allows any Secret).
 CREDENTIAL_LABEL = "kafkamirror.io/credential"
+# An annotation on such a Secret: the bootstrap-host patterns it may be sent to (comma-separated,
+# the allow-list's syntax), beyond the installer's list, which still applies.
+HOSTS_ANNOTATION = "kafkamirror.io/bootstrap-hosts"
 
 # Spark's local mode, in the audit pod itself: no cluster to send the job (and the credentials
 # in its options) to. N is bounded so a typo cannot ask for a million threads.
@@ -43,8 +49,8 @@ LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]{0,3})\])?")
 
 def glob(pattern: str) -> re.Pattern[str]:
     """A pattern where `*` matches any run of characters (`.`, `/` and `:` too) and every other
-    character only itself: image references and IPv6 literals hold `[`, `?` and `.`, which
-    shell-style globs and regular expressions would read as syntax."""
+    character only itself: image references hold `[`, `?` and `.`, which shell-style globs and
+    regular expressions would read as syntax."""
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 
 
@@ -60,6 +66,9 @@ class AllowLists:
     toleration_keys: tuple[str, ...] = ()  # patterns; `*` allows a toleration with no key
     node_selectors: tuple[str, ...] = ()  # patterns of `key=value`
     unlabelled_secrets: bool = False  # Secrets without CREDENTIAL_LABEL too
+
+    def __post_init__(self) -> None:
+        host_patterns(self.bootstrap_hosts)  # ValueError, naming the pattern, if one is unusable
 
 
 @dataclass(frozen=True)
@@ -94,14 +103,15 @@ def master_allowed(master: str, allowed: AllowLists) -> bool:
 
 
 def bootstrap_allowed(entry: str, allowed: AllowLists) -> bool:
-    """Whether one `host:port` may be contacted: its host or the whole entry matches (host
-    names in any case, as DNS reads them)."""
+    """Whether one `host:port` may be contacted: it is an entry of the strict grammar and its
+    host (and port) matches a pattern."""
     if not allowed.bootstrap_hosts:
         return True
-    entry = entry.lower()
-    host = entry.rsplit(":", 1)[0]
-    patterns = [glob(p.lower()) for p in allowed.bootstrap_hosts]
-    return any(p.fullmatch(host) or p.fullmatch(entry) for p in patterns)
+    try:
+        address = parse_entry(entry)
+    except ValueError:
+        return False  # the model refuses it too; never contacted
+    return any(p.allows(address) for p in host_patterns(allowed.bootstrap_hosts))
 
 
 def not_allowed(
