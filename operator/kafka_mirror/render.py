@@ -7,6 +7,7 @@ Nothing here talks to the API server, so the rendering is tested without one.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from dataclasses import dataclass
@@ -57,10 +58,13 @@ class Images:
 
 @dataclass(frozen=True)
 class CredentialEnv:
-    """An environment variable of the worker container filled from a Secret key."""
+    """An environment variable of the worker and audit containers, filled from the key of the
+    same name in the mirror's credentials Secret, where the operator copied `secret`'s value
+    once it checked that Secret (a pod never names a Secret the mirror's author chose)."""
 
     name: str
     secret: SecretKeyRef
+    destination: str  # the bootstrap servers the value is sent to
 
 
 def fit(name: str, limit: int) -> str:
@@ -77,6 +81,12 @@ def worker_name(mirror: str) -> str:
 
 def config_map_name(mirror: str) -> str:
     return f"{mirror}-worker-config"
+
+
+def credentials_name(mirror: str) -> str:
+    """The operator's own Secret with the keys the mirror's pods need, copied from the Secrets
+    the spec names."""
+    return f"{mirror}-credentials"
 
 
 def metrics_service_name(mirror: str) -> str:
@@ -126,7 +136,7 @@ def _connection(role: str, cluster: KafkaCluster) -> tuple[ClusterConnection, li
         if ref is None:
             return None
         name = f"KAFKA_MIRROR_{role.upper()}_{part}"
-        envs.append(CredentialEnv(name, ref))
+        envs.append(CredentialEnv(name, ref, cluster.bootstrap_servers))
         return name
 
     tls = TlsFromEnv(
@@ -230,7 +240,8 @@ def _container_security() -> dict[str, Any]:
 def mirror_pod(
     name: str, spec: KafkaMirrorSpec, envs: list[CredentialEnv], image: str, args: list[str]
 ) -> dict[str, Any]:
-    """The pod of a worker or an audit run: the mirror's config file, credentials from Secrets."""
+    """The pod of a worker or an audit run: the mirror's config file, and its credentials from
+    the operator's copy of them."""
     worker = spec.worker
     container: dict[str, Any] = {
         "name": "worker",
@@ -241,7 +252,7 @@ def mirror_pod(
         "env": [
             {
                 "name": env.name,
-                "valueFrom": {"secretKeyRef": {"name": env.secret.name, "key": env.secret.key}},
+                "valueFrom": {"secretKeyRef": {"name": credentials_name(name), "key": env.name}},
             }
             for env in envs
         ],
@@ -325,6 +336,22 @@ def build_deployment(
                 "spec": pod,
             },
         },
+    }
+
+
+def build_credentials_secret(namespace: str, name: str, values: dict[str, str]) -> dict[str, Any]:
+    """The mirror's credentials, keyed by the pods' variable names (`values` from the checked
+    Secrets)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": credentials_name(name),
+            "namespace": namespace,
+            "labels": child_labels(name, "credentials"),
+        },
+        "type": "Opaque",
+        "data": {key: base64.b64encode(value.encode()).decode() for key, value in values.items()},
     }
 
 

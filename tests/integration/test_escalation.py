@@ -183,6 +183,108 @@ def test_a_secret_that_did_not_opt_in_is_refused_and_reaches_no_pod(
     assert listener.connections == 0
 
 
+def pod_secret_names(api: client.ApiClient, namespace: str, mirror_name: str) -> set[str]:
+    """Every Secret the mirror's pod templates (workers and audit) reference."""
+    apps, batch = client.AppsV1Api(api), client.BatchV1Api(api)
+    pods = [apps.read_namespaced_deployment(f"{mirror_name}-worker", namespace).spec.template]
+    pods.append(batch.read_namespaced_cron_job(f"{mirror_name}-audit", namespace).spec.job_template)
+    return {ref["name"] for ref in _secret_refs(api.sanitize_for_serialization(pods))}
+
+
+def _secret_refs(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        found = [node[key] for key in ("secretKeyRef", "secretRef") if key in node]  # env, envFrom
+        if isinstance(node.get("secret"), dict):  # a volume
+            found.append({"name": node["secret"]["secretName"]})
+        return found + [r for value in node.values() for r in _secret_refs(value)]
+    if isinstance(node, list):
+        return [r for value in node for r in _secret_refs(value)]
+    return []
+
+
+@pytest.mark.usefixtures("guarded_operator")
+def test_a_secret_that_appears_later_reaches_a_pod_only_once_it_opted_in(
+    kube_api: client.ApiClient, namespace: str, author: client.ApiClient, listener: Listener
+) -> None:
+    """Issue 63: a mirror naming a Secret not created yet was rendered with a reference to it,
+    and the kubelet injected whatever Secret of that name appeared later (a Helm release's, a
+    rotation's). The pods reference only the operator's copy, made from a Secret that opted in;
+    every refusal stops the workers and the audit, and deletes the copy."""
+    apps, batch, core = (
+        client.AppsV1Api(kube_api),
+        client.BatchV1Api(kube_api),
+        client.CoreV1Api(kube_api),
+    )
+    cluster = team_login(f"localhost:{listener.port}")
+    cluster["sasl"]["passwordSecret"] = {"name": "orders-db", "key": "password"}
+    create(author, mirror("later", namespace, cluster, team_login(f"localhost:{listener.port}")))
+
+    def stopped() -> bool:
+        # The audit CronJob is applied after the Deployment: both must be there.
+        return (
+            exists(batch.read_namespaced_cron_job, "later-audit", namespace)
+            and apps.read_namespaced_deployment("later-worker", namespace).spec.replicas == 0
+            and bool(batch.read_namespaced_cron_job("later-audit", namespace).spec.suspend)
+            and not exists(core.read_namespaced_secret, "later-credentials", namespace)
+        )
+
+    wait_for(stopped, 60, "a mirror whose Secret is missing rendered with nothing running")
+    wait_for(
+        lambda: "orders-db" in ready(author, namespace, "later").get("message", ""),
+        60,
+        "the status to name the missing Secret",
+    )
+    assert pod_secret_names(kube_api, namespace, "later") == {"later-credentials"}
+
+    # Someone else's Secret of that name appears, unlabelled: refused, nothing of it is copied.
+    apply(kube_api, secret("orders-db", namespace, opted_in=False, password="orders-db-pw-91"))
+    assert "a Secret 'orders-db' is not allowed" in not_allowed_message(author, namespace, "later")
+    time.sleep(STATUS_TICKS)  # several status ticks go by
+    assert stopped()
+    assert pod_secret_names(kube_api, namespace, "later") == {"later-credentials"}
+
+    # Its owner labels it: the copy is made and the workers run with it.
+    apply(kube_api, secret("orders-db", namespace, password="orders-db-pw-91"))
+    wait_for(
+        lambda: (
+            exists(core.read_namespaced_secret, "later-credentials", namespace)
+            and apps.read_namespaced_deployment("later-worker", namespace).spec.replicas == 1
+        ),
+        60,
+        "the copy made and the workers started",
+    )
+    copy = core.read_namespaced_secret("later-credentials", namespace)
+    assert (
+        copy.data["KAFKA_MIRROR_SOURCE_SASL_PASSWORD"]
+        == secret("x", namespace, password="orders-db-pw-91")["data"]["password"]
+    )
+
+    # The label taken off again: stopped at once, and the copy deleted.
+    apply(kube_api, secret("orders-db", namespace, opted_in=False, password="orders-db-pw-91"))
+    wait_for(stopped, 60, "the mirror stopped and its copy deleted")
+
+
+@pytest.mark.usefixtures("guarded_operator")
+def test_a_secret_bound_to_hosts_goes_to_no_other_host_the_list_allows(
+    kube_api: client.ApiClient, namespace: str, author: client.ApiClient, listener: Listener
+) -> None:
+    """Issue 63: the label is per namespace and the host list global, so a labelled Secret
+    could go to any allowed cluster, one the author administers too. Its manager binds it."""
+    bound = secret("bound-login", namespace, username="team", password="bound-pw-3c")
+    bound["metadata"]["annotations"] = {"kafkamirror.io/bootstrap-hosts": "kafka-a.example.com"}
+    apply(kube_api, bound)
+    cluster = team_login(f"localhost:{listener.port}")
+    cluster["sasl"]["passwordSecret"] = {"name": "bound-login", "key": "password"}
+    create(author, mirror("elsewhere", namespace, cluster, cluster))
+    message = not_allowed_message(author, namespace, "elsewhere")
+    assert f"Secret bound-login may not be sent to 'localhost:{listener.port}'" in message
+    assert "kafka-a.example.com" in message
+    time.sleep(STATUS_TICKS)  # several status ticks go by
+    assert listener.connections == 0
+    core = client.CoreV1Api(kube_api)
+    assert not exists(core.read_namespaced_secret, "elsewhere-credentials", namespace)
+
+
 @pytest.mark.usefixtures("guarded_operator")
 def test_a_bootstrap_host_off_the_list_is_refused_before_any_connection(
     kube_api: client.ApiClient,
@@ -203,6 +305,26 @@ def test_a_bootstrap_host_off_the_list_is_refused_before_any_connection(
     allowed = {"bootstrapServers": f"localhost:{listener.port}"}
     create(author, mirror("allowed", namespace, allowed, allowed))
     wait_for(lambda: listener.connections > 0, 60, "the operator to reach the allowed host")
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "PLAINTEXT://127.0.0.5:19093/x.kafka.svc.cluster.local:9093",  # issue 63's
+        "team@localhost:9092",
+        "127.1:9092",
+        "localhost:9092/",
+    ],
+)
+def test_an_entry_the_clients_read_otherwise_is_refused_at_admission(
+    namespace: str, author: client.ApiClient, entry: str
+) -> None:
+    cluster = {"bootstrapServers": entry}
+    with pytest.raises(ApiException) as refused:
+        create(author, mirror("reread", namespace, cluster, {"bootstrapServers": "kafka-b:9092"}))
+    message = json.loads(refused.value.body)["message"]
+    assert refused.value.status == 422, message
+    assert "spec.source.bootstrapServers" in message
 
 
 @pytest.mark.parametrize(

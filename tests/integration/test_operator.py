@@ -4,6 +4,7 @@ audit pods of the node's image that the kubelet runs from the objects it wrote."
 
 from __future__ import annotations
 
+import base64
 import re
 import urllib.request
 from collections.abc import Callable
@@ -109,12 +110,18 @@ def test_a_mirror_and_its_selection_run_workers_that_mirror_and_report_status(
     assert chosen["status"]["matchedTopics"] == topics
     assert condition(chosen, "Ready")["status"] == "True"
 
-    # Credentials stay in their Secret: the pods reference it, nothing else holds the value.
+    # Credentials stay in Secrets: the pods reference the operator's copy (not the Secret the
+    # spec names), nothing else holds the value.
     config_map = core.read_namespaced_config_map("a-to-b-worker-config", node_stack.namespace)
     assert SCRAM_PASSWORD not in yaml.safe_dump(config_map.data)
     deployment = apps.read_namespaced_deployment("a-to-b-worker", node_stack.namespace)
     env = deployment.spec.template.spec.containers[0].env
-    assert [e.value_from.secret_key_ref.name for e in env if e.value_from] == ["source-login"]
+    assert [e.value_from.secret_key_ref.name for e in env if e.value_from] == ["a-to-b-credentials"]
+    copy = core.read_namespaced_secret("a-to-b-credentials", node_stack.namespace)
+    assert copy.metadata.owner_references[0].name == "a-to-b"
+    assert base64.b64decode(copy.data["KAFKA_MIRROR_SOURCE_SASL_PASSWORD"]).decode() == (
+        SCRAM_PASSWORD
+    )
     assert {e.name: e.value for e in env if not e.value_from} == WORKER_ENV
     assert SCRAM_PASSWORD not in str(status) and SCRAM_PASSWORD not in node_stack.operator.log()
     for child in ("a-to-b-metrics",):

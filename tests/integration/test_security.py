@@ -142,13 +142,17 @@ def mutual_tls_target(cluster: LocalKafka) -> dict[str, Any]:
 
 
 # The worker's environment: each credential from its Secret key, never a literal value.
+# Each variable from the key of its name in the operator's copy, `secure-credentials`.
 CREDENTIAL_ENV = {
-    "KAFKA_MIRROR_SOURCE_TLS_CA": {"name": SOURCE_SECRET, "key": "ca.crt"},
-    "KAFKA_MIRROR_SOURCE_SASL_USERNAME": {"name": SOURCE_SECRET, "key": "username"},
-    "KAFKA_MIRROR_SOURCE_SASL_PASSWORD": {"name": SOURCE_SECRET, "key": "password"},
-    "KAFKA_MIRROR_TARGET_TLS_CA": {"name": TARGET_SECRET, "key": "ca.crt"},
-    "KAFKA_MIRROR_TARGET_TLS_CERT": {"name": TARGET_SECRET, "key": "tls.crt"},
-    "KAFKA_MIRROR_TARGET_TLS_KEY": {"name": TARGET_SECRET, "key": "tls.key"},
+    name: {"name": "secure-credentials", "key": name}
+    for name in (
+        "KAFKA_MIRROR_SOURCE_TLS_CA",
+        "KAFKA_MIRROR_SOURCE_SASL_USERNAME",
+        "KAFKA_MIRROR_SOURCE_SASL_PASSWORD",
+        "KAFKA_MIRROR_TARGET_TLS_CA",
+        "KAFKA_MIRROR_TARGET_TLS_CERT",
+        "KAFKA_MIRROR_TARGET_TLS_KEY",
+    )
 }
 
 

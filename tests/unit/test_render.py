@@ -316,12 +316,18 @@ def test_deployment_runs_the_worker_with_the_mounted_config() -> None:
     assert CONFIG_FILE in config_map["data"]
 
 
-def test_deployment_fills_credentials_only_from_secret_key_refs() -> None:
+def test_deployment_fills_credentials_only_from_the_operators_copy() -> None:
     container = only_container(deployment(mirror_spec())["spec"]["template"]["spec"])
     env = {e["name"]: e for e in container["env"]}
+    # Not the spec's `source-credentials`: a Secret of a name the author chose never reaches a pod.
     assert env["KAFKA_MIRROR_SOURCE_SASL_PASSWORD"] == {
         "name": "KAFKA_MIRROR_SOURCE_SASL_PASSWORD",
-        "valueFrom": {"secretKeyRef": {"name": "source-credentials", "key": "scram-password"}},
+        "valueFrom": {
+            "secretKeyRef": {
+                "name": f"{NAME}-credentials",
+                "key": "KAFKA_MIRROR_SOURCE_SASL_PASSWORD",
+            }
+        },
     }
     credentials = {name: e for name, e in env.items() if name not in WORKER_ENV}
     assert set(credentials) == {

@@ -87,7 +87,7 @@ What the operator does, and nothing more (each verb is a call it makes):
   verbs: ["update"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "patch", "delete"]

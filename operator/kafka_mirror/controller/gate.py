@@ -1,9 +1,12 @@
 """Whether the operator may act on a mirror's spec at all, and what it does when it may not.
 
 A stored spec the models refuse (`InvalidSpec`) or one outside the installer's allow-lists
-(`NotAllowed`, see `kafka_mirror.api.policy`) gets nothing rendered and no connection. For a
-mirror that is not allowed, what already runs is also stopped: its workers are scaled to zero
-and its audit CronJob suspended, on those two fields only. The allow-lists are the installer's
+(`NotAllowed`, see `kafka_mirror.api.policy`) gets nothing rendered and no connection. What
+already runs is also stopped, wherever the refusal was found (the spec, a Secret that did not
+opt in, the API server refusing a child): its workers are scaled to zero and its audit CronJob
+suspended, on those two fields only, and the operator's copy of its credentials is deleted.
+A stored spec may predate a stricter schema (a bootstrap entry of an earlier grammar), so the
+running children may carry what the operator would refuse now. The allow-lists are the installer's
 word on who may receive the mirror's credentials, and they may have narrowed since the children
 were rendered (an operator restarted with fewer patterns), so keeping the old pods would keep
 credentials in an image, or an audit on a master, no longer allowed. The objects stay, with the
@@ -20,7 +23,7 @@ from kafka_mirror import render
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.controller.status import Problem
-from kafka_mirror.kube import controller_uid, merge_patch, read
+from kafka_mirror.kube import controller_uid, delete, merge_patch, read
 
 INVALID_SPEC = "InvalidSpec"
 NOT_ALLOWED = "NotAllowed"
@@ -59,9 +62,13 @@ def parse_spec(spec: object, allowed: AllowLists, own_images: tuple[str, ...]) -
     return parsed
 
 
+STOPPING = (INVALID_SPEC, NOT_ALLOWED)  # refusals that stop what runs
+
+
 def stop_children(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
-    """Scale the mirror's workers to zero and suspend its audit, where they exist and are this
-    mirror's (an object of the same name someone else made is left alone)."""
+    """Scale the mirror's workers to zero, suspend its audit and delete its credentials copy,
+    where they exist and are this mirror's (an object of the same name someone else made is
+    left alone)."""
     for api_version, kind, child, patch in (
         ("apps/v1", "Deployment", render.worker_name(name), {"spec": {"replicas": 0}}),
         ("batch/v1", "CronJob", render.audit_cronjob_name(name), {"spec": {"suspend": True}}),
@@ -70,3 +77,7 @@ def stop_children(api: client.ApiClient, namespace: str, name: str, owner_uid: s
         if found is None or controller_uid(found) != owner_uid:
             continue  # never rendered (nothing runs), or not ours
         merge_patch(api, api_version, kind, namespace, child, patch, STOP_MANAGER)
+    credentials = read(api, "v1", "Secret", namespace, render.credentials_name(name))
+    if credentials is not None and controller_uid(credentials) == owner_uid:
+        uid = credentials["metadata"]["uid"]
+        delete(api, "v1", "Secret", namespace, render.credentials_name(name), uid)

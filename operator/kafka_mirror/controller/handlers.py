@@ -90,6 +90,14 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             indices_seen.update(indices)
             status_loop.start()
 
+    def stop_unusable(mirror: kopf.Body, unusable: gate.SpecUnusable) -> None:
+        """What runs of a mirror the operator cannot or may not use, stopped (gate.STOPPING),
+        however the refusal was found."""
+        namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
+        applied.forget(f"{namespace}/{name}")  # a usable spec again applies all at once
+        if unusable.problem.reason in gate.STOPPING:
+            gate.stop_children(api, namespace, name, mirror.metadata.uid or "")
+
     def read_inputs(
         mirror: kopf.Body, previous: KafkaMirrorStatus, indices: dict[str, Any]
     ) -> MirrorInputs:
@@ -99,10 +107,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             own = (images.worker, images.audit)
             spec = gate.parse_spec(mirror.get("spec"), options.allowed, own)
         except gate.SpecUnusable as unusable:
-            namespace, name = mirror.metadata.namespace or "", mirror.metadata.name or ""
-            applied.forget(f"{namespace}/{name}")  # a usable spec again applies all at once
-            if unusable.problem.reason == gate.NOT_ALLOWED:
-                gate.stop_children(api, namespace, name, mirror.metadata.uid or "")
+            stop_unusable(mirror, unusable)
             raise
         return MirrorInputs(
             api,
@@ -137,10 +142,15 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         # The spec was checked in read_inputs, in every caller's thread: a converge already
         # running for this mirror may take over the call, and the caller must not go on to read
         # Kafka for a spec that names a host it may not contact.
+        def children() -> list[str]:
+            try:
+                return reconcile.converge_children(api, inputs, images, applied)
+            except gate.SpecUnusable as unusable:  # a Secret, or the API server, refused it
+                stop_unusable(inputs.body, unusable)
+                raise
+
         with options.metrics.converge_seconds.time():
-            changed = converging.run(
-                inputs.key, lambda: reconcile.converge_children(api, inputs, images, applied)
-            )
+            changed = converging.run(inputs.key, children)
         if changed:
             # Posted by our own poster: kopf's serves its handlers only, not the status loop.
             message = "workers mirror the union of selections: " + ", ".join(changed)

@@ -15,7 +15,13 @@ from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror import render
 from kafka_mirror.api.models import KafkaMirrorSpec
-from kafka_mirror.api.policy import CREDENTIAL_LABEL, NotAllowed
+from kafka_mirror.api.policy import (
+    CREDENTIAL_LABEL,
+    HOSTS_ANNOTATION,
+    AllowLists,
+    NotAllowed,
+    bootstrap_allowed,
+)
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import autoscaler, operations
@@ -85,7 +91,7 @@ class Secrets:
 
     def values(self, envs: list[CredentialEnv]) -> dict[str, str]:
         """The credential values, keyed by the worker's variable names, as the kubelet fills
-        them."""
+        them; SpecUnusable (NotAllowed) for a Secret bound to other hosts than the cluster's."""
         values = {}
         for env in envs:
             secret = self.get(env.secret.name)
@@ -94,11 +100,36 @@ class Secrets:
                     f"Secret {env.secret.name} is not in namespace {self.namespace}: create it "
                     f"with key {env.secret.key}"
                 )
+            _check_hosts(env, secret)
             data = secret.data or {}
             if env.secret.key not in data:
                 raise SecretProblem(f"Secret {env.secret.name} has no key {env.secret.key}")
             values[env.name] = base64.b64decode(data[env.secret.key]).decode()
         return values
+
+
+def _check_hosts(env: CredentialEnv, secret: client.V1Secret) -> None:
+    """A Secret annotated with HOSTS_ANNOTATION goes only to the hosts its patterns match
+    (the allow-list's syntax): who labels a Secret also says where it may be sent."""
+    bound = ((secret.metadata.annotations if secret.metadata else None) or {}).get(HOSTS_ANNOTATION)
+    if bound is None:
+        return
+    name = env.secret.name
+    patterns = tuple(p.strip() for p in bound.split(",") if p.strip())
+    try:
+        allowed = AllowLists(bootstrap_hosts=patterns)
+    except ValueError as error:
+        raise SpecUnusable(
+            Problem(NOT_ALLOWED, f"Secret {name}'s annotation {HOSTS_ANNOTATION}: {error}")
+        ) from None
+    for entry in env.destination.split(","):
+        if not patterns or not bootstrap_allowed(entry, allowed):
+            message = (
+                f"Secret {name} may not be sent to {entry!r} (its annotation {HOSTS_ANNOTATION} "
+                f"allows {', '.join(patterns) or 'no host'}): name those hosts in the mirror, or "
+                "have whoever manages the Secret add this one to the annotation"
+            )
+            raise SpecUnusable(Problem(NOT_ALLOWED, message))
 
 
 @dataclass
@@ -153,6 +184,11 @@ class MirrorInputs:
         return render.build_worker_config(
             self.namespace, self.name, self.running_spec, self.selections
         )
+
+    def credentials(self) -> dict[str, str]:
+        """Every credential the pods need, by variable name, from Secrets that opted in;
+        SecretProblem while one is missing."""
+        return self.secrets.values(self.worker[1])
 
     def cluster_settings(self, role: str) -> dict[str, str]:
         """librdkafka settings of the source or the target, with the credentials from the

@@ -58,14 +58,23 @@ class Desired:
 
 
 def desired_children(inputs: MirrorInputs, images: render.Images) -> Desired:
-    """Everything the mirror should own, rendered from its spec and its live selections."""
+    """Everything the mirror should own, rendered from its spec and its live selections. The
+    pods' credentials are the operator's copy of the checked Secrets' keys; while one of those
+    is missing, nothing runs (the status says which) and the copy stays as it was."""
     namespace, name, spec = inputs.namespace, inputs.name, inputs.running_spec
     config, envs = inputs.worker
+    try:
+        credentials = [render.build_credentials_secret(namespace, name, inputs.credentials())]
+    except SecretProblem:
+        credentials = []
+        audit = spec.audit.model_copy(update={"suspend": True})
+        spec = spec.model_copy(update={"paused": True, "audit": audit})
     checksum = render.config_checksum(config, inputs.secrets.versions(envs))
     children = [
         render.build_config_map(
             namespace, name, config, render_audit.build_executor_template(name, spec)
         ),
+        *credentials,
         render.build_deployment(namespace, name, spec, envs, checksum, images.worker),
         render.build_metrics_service(namespace, name),
         render.build_disruption_budget(namespace, name, spec),
@@ -162,6 +171,7 @@ def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid:
         ("v1", "Service", render.metrics_service_name(name)),
         ("policy/v1", "PodDisruptionBudget", render.worker_name(name)),
         ("v1", "ConfigMap", render.config_map_name(name)),
+        ("v1", "Secret", render.credentials_name(name)),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", render.audit_account_name(name)),
         ("rbac.authorization.k8s.io/v1", "Role", render.audit_account_name(name)),
         ("v1", "ServiceAccount", render.audit_account_name(name)),
