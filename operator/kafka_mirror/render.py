@@ -184,6 +184,7 @@ def build_worker_config(
         checkpoints=spec.checkpoints,
         heartbeats=spec.heartbeats,
         topic_config_sync=spec.topic_config_sync,
+        acl_sync=spec.acl_sync,
         metrics_port=METRICS_PORT,
         commit_interval_seconds=spec.commit_interval_seconds,
         delivery=spec.delivery,

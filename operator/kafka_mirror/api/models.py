@@ -142,6 +142,42 @@ class TopicConfigSync(ApiModel):
     )
 
 
+PRINCIPAL = r"^[A-Za-z][A-Za-z0-9]*:.+$"
+
+
+class PrincipalMapping(ApiModel):
+    """A principal of the source that has another name on the target."""
+
+    source: Annotated[str, Field(max_length=256, pattern=PRINCIPAL)] = Field(
+        description="The principal on the source (`User:svc-x`)."
+    )
+    target: Annotated[str, Field(max_length=256, pattern=PRINCIPAL)] = Field(
+        description="Its name on the target (`User:svc-x-dr`)."
+    )
+
+
+class AclSync(ApiModel):
+    """The mirrored topics' ACLs follow them to their remote topics (docs/runbook-dr.md)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Copy the reading rights (READ, DESCRIBE, DESCRIBE_CONFIGS; ALL as READ "
+        "and DESCRIBE) and their DENYs of the mirrored topics' ACLs on the source to the remote "
+        "topics, prefixed and wildcard bindings as one literal binding per topic; never WRITE. "
+        "Needs DESCRIBE on the source's Cluster and DESCRIBE and ALTER on the target's.",
+    )
+    interval_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
+        default=60, description="How often the ACLs are compared and copied."
+    )
+    principals: Annotated[list[PrincipalMapping], Field(max_length=MAX_PATTERNS)] = Field(
+        default_factory=list,
+        description="Principals renamed on the target, for clusters whose identities differ.",
+    )
+
+    def renamed(self) -> dict[str, str]:
+        return {mapping.source: mapping.target for mapping in self.principals}
+
+
 class SelectionGrant(ApiModel):
     """Topics the mirror's owner lets some of its MirrorTopicSelections select."""
 
@@ -217,6 +253,7 @@ class KafkaMirrorSpec(ApiModel):
     checkpoints: Checkpoints = section(Checkpoints, "Consumer-group checkpoints.")
     heartbeats: Heartbeats = section(Heartbeats, "Heartbeats.")
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic configuration sync.")
+    acl_sync: AclSync = section(AclSync, "Topic ACL sync.")
     audit: AuditSettings = section(AuditSettings, "The audit CronJob.")
     worker: WorkerPod = section(WorkerPod, "Worker pod settings.")
     rpo_target_seconds: Annotated[int, Field(ge=1, le=604_800)] | None = Field(

@@ -20,6 +20,7 @@ from pydantic import Field
 from kafka_mirror.api.allowed import CLIENT_CONFIG
 from kafka_mirror.api.base import ApiModel, StringMap, section
 from kafka_mirror.api.models import (
+    AclSync,
     Checkpoints,
     Delivery,
     Heartbeats,
@@ -128,6 +129,7 @@ class WorkerConfig(ApiModel):
     checkpoints: Checkpoints = section(Checkpoints, "Checkpoints.")
     heartbeats: Heartbeats = section(Heartbeats, "Heartbeats.")
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic config sync.")
+    acl_sync: AclSync = section(AclSync, "Topic ACL sync.")
     metrics_port: int = 9400
     commit_interval_seconds: float = 1.0
     delivery: Delivery = "atLeastOnce"

@@ -110,6 +110,19 @@ class WorkerMetrics:
             registry=r,
             multiprocess_mode="livemin",
         )
+        self.acl_bindings = Gauge(
+            "kafka_mirror_acl_bindings",
+            "Topic ACL bindings the ACL sync holds on the target for the mirrored topics.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.acl_sync_refused = Gauge(
+            "kafka_mirror_acl_sync_refused",
+            "1 while the cluster refuses the ACL sync its ACLs (a right missing).",
+            ["cluster"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.invalid_patterns = Gauge(
             "kafka_mirror_invalid_patterns",
             "Selection patterns that do not compile.",

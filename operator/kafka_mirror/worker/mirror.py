@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.client import leave_group
 from kafka_mirror.kafka.formats import offset_syncs_topic
+from kafka_mirror.worker.acl_sync import AclSync
 from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
 from kafka_mirror.worker.config_file import ConfigFile
@@ -157,6 +158,20 @@ class MirrorWorker(ABC):
             Periodic("heartbeats", config.heartbeats.interval_seconds, self._heartbeat),
             Periodic("deliveries", DELIVERY_CHECK_SECONDS, self._check_deliveries),
         ]
+        # A thread of its own: with thousands of bindings a round takes seconds, which the
+        # topics and checkpoints on the admin thread must not wait for.
+        self.acl_thread = ThreadPoolExecutor(1, thread_name_prefix="acls")
+        if config.acl_sync.enabled:
+            acls = AclSync(self.clients, metrics, config.mirror, config.acl_sync.renamed())
+            self.tasks.append(
+                OffLoop(
+                    "acls",
+                    config.acl_sync.interval_seconds,
+                    lambda: acls.sync(dict(self.topics.plan.mirrored)),
+                    lambda _: None,
+                    self.acl_thread,
+                )
+            )
 
     def _client_failed(self, cluster: str, message: str) -> None:
         """An idempotent producer could no longer keep records in order."""
@@ -211,6 +226,7 @@ class MirrorWorker(ABC):
             self.closing = True
             # Its admin calls must end before the clients close under them.
             self.admin_thread.shutdown(wait=True, cancel_futures=True)
+            self.acl_thread.shutdown(wait=True, cancel_futures=True)
             self.clients.close()
             self.checkpoint_task.close()
         if self.failure:

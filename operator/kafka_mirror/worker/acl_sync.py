@@ -1,0 +1,280 @@
+"""Topic ACLs follow the mirrored topics to the target, so that after a failover the
+applications' principals may read the remote topics as they read the source topics
+(MirrorMaker 2's `sync.topic.acls.enabled`, on by default there too).
+
+As MirrorMaker 2, nobody but the mirror may write a remote topic: `ALLOW WRITE` is not copied
+and `ALLOW ALL` becomes `READ` and `DESCRIBE`. Beyond it: only the reading rights are copied
+(`READ`, `DESCRIBE`, `DESCRIBE_CONFIGS`; an `ALTER` or `DELETE` on a copy could damage it), a
+`DENY` of those is copied too (a deny that protected data on the source protects its copy), a
+prefixed or wildcard binding becomes one literal binding per mirrored topic it covers (a
+prefixed one on the target would also cover its own topics of that prefix, which the source's
+binding never granted), and principals can be renamed for a target whose identities differ.
+
+Only bindings the sync created are ever deleted: it records them in a compacted topic on the
+target (`ACL_GRANTS_TOPIC`, keyed by mirror and binding), so that another worker, or this one
+after a restart, knows them. A binding someone else made on the target is never touched, even
+when it equals one the sync would make.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from kafka_mirror.kafka.tail import read_to_end
+from kafka_mirror.worker import remote_topics
+from kafka_mirror.worker.clients import Clients
+from kafka_mirror.worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+
+ACL_GRANTS_TOPIC = "kafka-mirror-acls.internal"  # on the target; `.internal`: MM2 tools skip it
+READING = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
+ADMIN_SECONDS = 30.0
+ANY: Any = None  # a filter's "any value" (the client's stubs say str)
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """One literal topic binding, as plain values (the source's, or one made on the target)."""
+
+    topic: str
+    principal: str
+    host: str
+    operation: str  # an AclOperation name
+    permission: str  # ALLOW or DENY
+
+
+@dataclass(frozen=True)
+class SourceBinding:
+    """A topic binding on the source: literal (its name may be `*`, every topic) or prefixed."""
+
+    pattern: str  # LITERAL or PREFIXED
+    name: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+    def covers(self, topic: str) -> bool:
+        if self.pattern == "PREFIXED":
+            return topic.startswith(self.name)
+        return self.name in ("*", topic)
+
+
+def copied_operations(operation: str, permission: str) -> tuple[str, ...]:
+    """The operations a binding grants (or denies) on the remote topic."""
+    if operation == "ALL":
+        return ("READ", "DESCRIBE") if permission == "ALLOW" else READING
+    return (operation,) if operation in READING else ()
+
+
+def remote_grants(
+    bindings: Iterable[SourceBinding], mirrored: dict[str, str], principals: dict[str, str]
+) -> set[Grant]:
+    """The bindings the target should hold for the mirrored topics (source topic → remote
+    topic): never more than the source's bindings grant on the corresponding topics."""
+    grants: set[Grant] = set()
+    for binding in bindings:
+        principal = principals.get(binding.principal, binding.principal)
+        operations = copied_operations(binding.operation, binding.permission)
+        for topic, remote in mirrored.items():
+            if binding.covers(topic):
+                grants.update(
+                    Grant(remote, principal, binding.host, op, binding.permission)
+                    for op in operations
+                )
+    return grants
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    create: set[Grant]
+    delete: set[Grant]
+    ours: set[Grant]  # what the sync holds on the target afterwards
+
+
+def plan_sync(desired: set[Grant], ours: set[Grant], on_target: set[Grant]) -> SyncPlan:
+    """What to create and delete: create what is desired and missing (and own it), delete what
+    the sync made and no longer desires; a binding on the target the sync did not make is
+    never deleted, nor taken over."""
+    create = desired - on_target
+    kept = ours & desired & on_target
+    return SyncPlan(create, ours - desired, kept | create)
+
+
+def _binding(grant: Grant) -> AclBinding:
+    """The binding on the target."""
+    return AclBinding(*_fields(grant))
+
+
+def _exactly(grant: Grant) -> AclBindingFilter:
+    """The filter of exactly that binding, to delete it."""
+    return AclBindingFilter(*_fields(grant))
+
+
+def _fields(grant: Grant) -> tuple[Any, ...]:
+    return (
+        ResourceType.TOPIC,
+        grant.topic,
+        ResourcePatternType.LITERAL,
+        grant.principal,
+        grant.host,
+        AclOperation[grant.operation],
+        AclPermissionType[grant.permission],
+    )
+
+
+def _name(value: object) -> str:
+    return str(getattr(value, "name", value))  # the client's enums (typed loosely)
+
+
+def _values(binding: AclBinding) -> tuple[str, str, str, str, str]:
+    """name, principal, host, operation, permission."""
+    return (
+        binding.name,
+        binding.principal,
+        binding.host,
+        _name(binding.operation),
+        _name(binding.permission_type),
+    )
+
+
+class GrantRecords:
+    """The bindings each mirror's sync made on the target, in ACL_GRANTS_TOPIC: one record per
+    mirror and binding, `1` while the sync holds it, `0` once it deleted it (compaction keeps
+    the last)."""
+
+    def __init__(self, clients: Clients) -> None:
+        self.clients = clients
+        self.created = False
+
+    def read(self, mirror: str) -> set[Grant]:
+        held: dict[bytes, bool] = {}
+        for key, value in read_to_end(self.clients.target_settings, ACL_GRANTS_TOPIC):
+            held[key] = value == b"1"
+        grants = set()
+        for key, owned in held.items():
+            owner, fields = json.loads(key)
+            if owned and owner == mirror:
+                grants.add(Grant(**fields))
+        return grants
+
+    def record(self, mirror: str, grants: set[Grant], owned: bool) -> None:
+        if not grants:
+            return
+        if not self.created:  # made at the first binding: a target without ACLs gets no topic
+            remote_topics.ensure_internal_topic(self.clients.target_admin, ACL_GRANTS_TOPIC)
+            self.created = True
+        producer = self.clients.checkpoints_producer
+        for grant in sorted(grants):
+            key = json.dumps([mirror, asdict(grant)], sort_keys=True).encode()
+            producer.produce(ACL_GRANTS_TOPIC, key=key, value=b"1" if owned else b"0")
+        if producer.flush(ADMIN_SECONDS) > 0:
+            raise TimeoutError(f"the records of {len(grants)} ACL bindings were not acknowledged")
+
+
+class AclSync:
+    """The periodic sync of one worker (`sync`, off the mirroring loop)."""
+
+    def __init__(
+        self, clients: Clients, metrics: WorkerMetrics, mirror: str, principals: dict[str, str]
+    ) -> None:
+        self.clients, self.metrics, self.mirror = clients, metrics, mirror
+        self.principals = principals
+        self.records = GrantRecords(clients)
+        self._said: str | None = None  # the last refusal logged, not repeated every round
+
+    def sync(self, mirrored: dict[str, str]) -> None:
+        """One round: the source's topic bindings → the target's (source topic → remote)."""
+        source = self._describe("source", ResourcePatternType.ANY)
+        target = (
+            self._describe("target", ResourcePatternType.LITERAL) if source is not None else None
+        )
+        if source is None or target is None:
+            return
+        kinds = (ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED)
+        bindings = [
+            SourceBinding(_name(b.resource_pattern_type), *_values(b))
+            for b in source
+            if b.resource_pattern_type in kinds
+        ]
+        desired = remote_grants(bindings, mirrored, self.principals)
+        on_target = {Grant(*_values(b)) for b in target}
+        plan = plan_sync(desired, self.records.read(self.mirror), on_target)
+        # Recorded before it is created, deleted before it is forgotten: a worker killed in
+        # between leaves a record of a binding that may not exist, never a binding unrecorded.
+        self.records.record(self.mirror, plan.create, owned=True)
+        admin = self.clients.target_admin
+        try:
+            if plan.create:
+                _wait(admin.create_acls([_binding(g) for g in sorted(plan.create)]))
+            if plan.delete:
+                _wait(admin.delete_acls([_exactly(g) for g in sorted(plan.delete)]))
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.SECURITY_DISABLED:
+                raise
+            self.records.record(self.mirror, plan.create, owned=False)  # none was made
+            self._say("the target has no authorizer: its topics are open to every principal")
+            return
+        self.records.record(self.mirror, plan.delete, owned=False)
+        self.metrics.acl_bindings.set(len(plan.ours))
+        for cluster in ("source", "target"):
+            self.metrics.acl_sync_refused.labels(cluster).set(0)
+        if plan.create or plan.delete:
+            log.info(
+                "topic ACLs on the target: %d created, %d deleted",
+                len(plan.create),
+                len(plan.delete),
+            )
+
+    def _describe(self, cluster: str, pattern: ResourcePatternType) -> list[AclBinding] | None:
+        """The cluster's topic bindings; None when it has no authorizer (nothing to sync) or
+        refuses (said once, naming the right it misses; mirroring goes on)."""
+        admin = self.clients.source_admin if cluster == "source" else self.clients.target_admin
+        acl_filter = AclBindingFilter(
+            ResourceType.TOPIC, ANY, pattern, ANY, ANY, AclOperation.ANY, AclPermissionType.ANY
+        )
+        try:
+            found: list[AclBinding] = admin.describe_acls(
+                acl_filter, request_timeout=ADMIN_SECONDS
+            ).result()
+        except KafkaException as error:
+            code = error.args[0].code()
+            if code == KafkaError.SECURITY_DISABLED:
+                return None  # no authorizer: no ACL to copy, none needed
+            if code != KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                raise
+            right = "DESCRIBE" if cluster == "source" else "DESCRIBE and ALTER"
+            message = (
+                f"the {cluster} refuses to describe its ACLs: grant the mirror's principal "
+                f"{right} on the Cluster resource there"
+            )
+            self.metrics.acl_sync_refused.labels(cluster).set(1)
+            self._say(message)
+            return None
+        return found
+
+    def _say(self, message: str) -> None:
+        if message != self._said:
+            log.warning("topic ACLs not synced: %s", message)
+            self._said = message
+
+
+def _wait(futures: dict[Any, Future[Any]]) -> None:
+    for future in futures.values():
+        future.result(ADMIN_SECONDS)

@@ -1,0 +1,115 @@
+"""The topic ACL sync's rules (kafka_mirror.worker.acl_sync) against a small model of Kafka's
+authorizer: the target never grants more than the source granted on the corresponding topics,
+the reading rights all arrive, denies follow, and rounds of syncs leave the target holding
+exactly what someone else made plus what is desired now."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafka_mirror.worker.acl_sync import (
+    READING,
+    Grant,
+    SourceBinding,
+    plan_sync,
+    remote_grants,
+)
+
+TOPICS = ["pay", "pay.cards", "payroll", "hr", "orders"]
+PRINCIPALS = ["User:alice", "User:bob", "User:*"]
+OPERATIONS = ["READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER", "DELETE", "CREATE", "ALL"]
+WRITING = {"WRITE", "ALTER", "ALTER_CONFIGS", "DELETE", "CREATE", "ALL", "IDEMPOTENT_WRITE"}
+
+bindings = st.builds(
+    SourceBinding,
+    pattern=st.sampled_from(["LITERAL", "PREFIXED"]),
+    name=st.sampled_from([*TOPICS, "pay", "p", "*", "or"]),
+    principal=st.sampled_from(PRINCIPALS),
+    host=st.just("*"),
+    operation=st.sampled_from(OPERATIONS),
+    permission=st.sampled_from(["ALLOW", "DENY"]),
+)
+mirrored_topics = st.sets(st.sampled_from(TOPICS)).map(lambda ts: {t: f"{t}.A" for t in ts})
+
+
+def allows(source: list[SourceBinding], principal: str, operation: str, topic: str) -> bool:
+    """Kafka's rule for ALLOW bindings alone: the operation itself or ALL, on a binding that
+    covers the topic (literal, `*`, or a prefix)."""
+    return any(
+        b.permission == "ALLOW"
+        and b.principal == principal
+        and b.operation in (operation, "ALL")
+        and b.covers(topic)
+        for b in source
+    )
+
+
+@given(st.lists(bindings, max_size=12), mirrored_topics)
+def test_the_target_grants_nothing_the_source_did_not_and_no_writing_right(
+    source: list[SourceBinding], mirrored: dict[str, str]
+) -> None:
+    remote_to_source = {remote: topic for topic, remote in mirrored.items()}
+    for grant in remote_grants(source, mirrored, {}):
+        assert grant.topic in remote_to_source, grant  # only mirrored topics' copies
+        if grant.permission == "ALLOW":
+            assert grant.operation not in WRITING, grant
+            assert allows(source, grant.principal, grant.operation, remote_to_source[grant.topic])
+
+
+@given(st.lists(bindings, max_size=12), mirrored_topics)
+def test_every_reading_right_and_every_deny_of_one_arrives(
+    source: list[SourceBinding], mirrored: dict[str, str]
+) -> None:
+    grants = remote_grants(source, mirrored, {})
+    for topic, remote in mirrored.items():
+        for principal in PRINCIPALS:
+            for operation in ("READ", "DESCRIBE"):
+                if allows(source, principal, operation, topic):
+                    assert Grant(remote, principal, "*", operation, "ALLOW") in grants
+    for binding in source:
+        if binding.permission != "DENY":
+            continue
+        denied = READING if binding.operation == "ALL" else (binding.operation,)
+        for topic in filter(binding.covers, mirrored):
+            for operation in set(denied) & set(READING):
+                assert Grant(mirrored[topic], binding.principal, "*", operation, "DENY") in grants
+
+
+def test_principals_are_renamed_for_the_target() -> None:
+    source = [SourceBinding("LITERAL", "pay", "User:svc-x", "*", "READ", "ALLOW")]
+    grants = remote_grants(source, {"pay": "pay.A"}, {"User:svc-x": "User:svc-x-dr"})
+    assert grants == {Grant("pay.A", "User:svc-x-dr", "*", "READ", "ALLOW")}
+
+
+def test_a_prefixed_binding_becomes_literal_ones_for_the_mirrored_topics_only() -> None:
+    source = [SourceBinding("PREFIXED", "pay", "User:bob", "*", "ALL", "ALLOW")]
+    grants = remote_grants(source, {"pay.cards": "pay.cards.A", "hr": "hr.A"}, {})
+    assert grants == {
+        Grant("pay.cards.A", "User:bob", "*", "READ", "ALLOW"),
+        Grant("pay.cards.A", "User:bob", "*", "DESCRIBE", "ALLOW"),
+    }
+
+
+grants = st.builds(
+    Grant,
+    topic=st.sampled_from(["pay.A", "hr.A", "orders.A"]),
+    principal=st.sampled_from(PRINCIPALS),
+    host=st.just("*"),
+    operation=st.sampled_from(["READ", "DESCRIBE"]),
+    permission=st.sampled_from(["ALLOW", "DENY"]),
+)
+
+
+@given(st.sets(grants), st.lists(st.sets(grants), min_size=1, max_size=6))
+def test_rounds_of_syncs_leave_exactly_the_foreign_bindings_and_the_desired_ones(
+    foreign: set[Grant], rounds: list[set[Grant]]
+) -> None:
+    target, ours = set(foreign), set[Grant]()
+    for desired in rounds:
+        plan = plan_sync(desired, ours, target)
+        assert not plan.delete & (foreign - ours), "a binding someone else made was deleted"
+        target = (target | plan.create) - plan.delete
+        ours = plan.ours
+        assert target == foreign | desired
+        assert ours <= target and not ours & foreign
