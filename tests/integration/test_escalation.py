@@ -9,6 +9,7 @@ whose spec turns disallowed is stopped, and resumes when the spec is fixed."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -262,6 +263,27 @@ def test_a_secret_that_appears_later_reaches_a_pod_only_once_it_opted_in(
     # The label taken off again: stopped at once, and the copy deleted.
     apply(kube_api, secret("orders-db", namespace, opted_in=False, password="orders-db-pw-91"))
     wait_for(stopped, 60, "the mirror stopped and its copy deleted")
+
+
+@pytest.mark.usefixtures("guarded_operator")
+def test_a_binary_key_named_first_cannot_keep_a_refusal_from_stopping_the_mirror(
+    kube_api: client.ApiClient, namespace: str, author: client.ApiClient, listener: Listener
+) -> None:
+    """The attack review's: a CA from a labelled Secret's binary key (a PKCS#12 store), read
+    before the password's Secret, once crashed every converge ahead of that Secret's check."""
+    store = secret("truststore", namespace)
+    store["data"] = {"ca.p12": base64.b64encode(b"\x30\x82\xff\xfe").decode()}
+    apply(kube_api, store)
+    apply(kube_api, secret("payments-login", namespace, opted_in=False, password="theirs-7f1"))
+    cluster = team_login(f"localhost:{listener.port}")
+    cluster["tls"] = {"enabled": True, "caCertificate": {"name": "truststore", "key": "ca.p12"}}
+    cluster["sasl"]["passwordSecret"] = {"name": "payments-login", "key": "password"}
+    create(author, mirror("binary", namespace, cluster, team_login(f"localhost:{listener.port}")))
+    assert "a Secret 'payments-login' is not allowed" in not_allowed_message(
+        author, namespace, "binary"
+    )
+    rendered_nothing(kube_api, namespace, "binary")
+    assert listener.connections == 0
 
 
 @pytest.mark.usefixtures("guarded_operator")

@@ -191,10 +191,13 @@ def test_an_entry_outside_the_grammar_is_refused_by_the_model(entry: str) -> Non
         ("10.1.0.0/16", "10.1.200.3:9092", True),
         ("10.1.0.0/16", "10.2.0.3:9092", False),
         ("127.0.0.1", "127.0.0.1:9092", True),
-        ("127.0.0.1", "[::ffff:127.0.0.1]:9092", False),
+        ("127.0.0.1", "[::ffff:127.0.0.1]:9092", True),
         ("[::1]:9092", "[0:0::1]:9092", True),
         ("fd00::/8", "[fd12::7]:9092", True),
         ("fd00::/8", "fd00.example:9092", False),
+        # The clients reach an IPv4-mapped address over IPv4: an IPv6 network never covers it.
+        ("::/0", "[::ffff:127.0.0.5]:9092", False),
+        ("127.0.0.5", "[::ffff:127.0.0.5]:9092", True),
     ],
 )
 def test_a_pattern_matches_the_host_the_clients_connect_to(
@@ -211,6 +214,7 @@ def test_a_pattern_matches_the_host_the_clients_connect_to(
         ("[::1]x", "`]`"),
         ("ka/fka", "IPv4 or IPv6 network"),
         ("ka fka", "labels"),
+        ("10.1.2.3/8", "host bits set"),
     ],
 )
 def test_an_unusable_pattern_stops_the_operator_at_start(pattern: str, why: str) -> None:

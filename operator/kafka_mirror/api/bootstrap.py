@@ -48,7 +48,9 @@ def parse_entry(entry: str) -> BrokerAddress:
     if len(host) > 253:
         raise ValueError(f"{entry!r}: a host name has at most 253 characters")
     if host.startswith("["):
-        return BrokerAddress(ipaddress.IPv6Address(host[1:-1]), int(port))
+        address = ipaddress.IPv6Address(host[1:-1])
+        # The clients reach an IPv4-mapped address over IPv4: it is matched as that address.
+        return BrokerAddress(address.ipv4_mapped or address, int(port))
     if re.fullmatch(IPV4, host):
         return BrokerAddress(ipaddress.IPv4Address(host), int(port))
     return BrokerAddress(host.lower().removesuffix("."), int(port))
@@ -96,7 +98,7 @@ def parse_host_pattern(text: str) -> HostPattern:
     `fd00::7`) or a network (`10.0.0.0/24`, `fd00::/64`). ValueError, saying why, otherwise."""
     try:
         if "/" in text:
-            return HostPattern(text, network=ipaddress.ip_network(text, strict=False))
+            return HostPattern(text, network=ipaddress.ip_network(text))
         host, port = text, None
         if text.startswith("["):
             host, _, rest = text[1:].partition("]")

@@ -77,6 +77,12 @@ def stop_children(api: client.ApiClient, namespace: str, name: str, owner_uid: s
         if found is None or controller_uid(found) != owner_uid:
             continue  # never rendered (nothing runs), or not ours
         merge_patch(api, api_version, kind, namespace, child, patch, STOP_MANAGER)
+    delete_credentials(api, namespace, name, owner_uid)
+
+
+def delete_credentials(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
+    """The operator's copy of the mirror's credentials, deleted if it is there and this
+    mirror's: nothing of a Secret refused, or gone, is kept."""
     credentials = read(api, "v1", "Secret", namespace, render.credentials_name(name))
     if credentials is not None and controller_uid(credentials) == owner_uid:
         uid = credentials["metadata"]["uid"]

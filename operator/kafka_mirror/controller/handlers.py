@@ -98,6 +98,16 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         if unusable.problem.reason in gate.STOPPING:
             gate.stop_children(api, namespace, name, mirror.metadata.uid or "")
 
+    def stop_refused(mirror: kopf.Body, unusable: gate.SpecUnusable) -> None:
+        """stop_unusable, as a converge of the mirror: one already running with the spec as it
+        was (allowed then) ends first, and cannot render the workers again after the stop."""
+
+        def stop() -> list[str]:
+            stop_unusable(mirror, unusable)
+            return []  # no selections applied
+
+        converging.run(f"{mirror.metadata.namespace}/{mirror.metadata.name}", stop)
+
     def read_inputs(
         mirror: kopf.Body, previous: KafkaMirrorStatus, indices: dict[str, Any]
     ) -> MirrorInputs:
@@ -107,7 +117,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             own = (images.worker, images.audit)
             spec = gate.parse_spec(mirror.get("spec"), options.allowed, own)
         except gate.SpecUnusable as unusable:
-            stop_unusable(mirror, unusable)
+            stop_refused(mirror, unusable)
             raise
         return MirrorInputs(
             api,

@@ -91,20 +91,32 @@ class Secrets:
 
     def values(self, envs: list[CredentialEnv]) -> dict[str, str]:
         """The credential values, keyed by the worker's variable names, as the kubelet fills
-        them; SpecUnusable (NotAllowed) for a Secret bound to other hosts than the cluster's."""
+        them. Every Secret is checked (opted in, and bound to the cluster's hosts if it says
+        so: SpecUnusable) before any value is read (SecretProblem), so that no value of one
+        Secret can keep the check of another from running."""
+        secrets = {env.name: self.get(env.secret.name) for env in envs}
+        for env in envs:
+            secret = secrets[env.name]
+            if secret is not None:
+                _check_hosts(env, secret)
         values = {}
         for env in envs:
-            secret = self.get(env.secret.name)
+            secret = secrets[env.name]
             if secret is None:
                 raise SecretProblem(
                     f"Secret {env.secret.name} is not in namespace {self.namespace}: create it "
                     f"with key {env.secret.key}"
                 )
-            _check_hosts(env, secret)
             data = secret.data or {}
             if env.secret.key not in data:
                 raise SecretProblem(f"Secret {env.secret.name} has no key {env.secret.key}")
-            values[env.name] = base64.b64decode(data[env.secret.key]).decode()
+            try:
+                values[env.name] = base64.b64decode(data[env.secret.key]).decode()
+            except ValueError:  # not base64, or not UTF-8
+                raise SecretProblem(
+                    f"Secret {env.secret.name}'s key {env.secret.key} is not text (PEM, a user "
+                    "name or a password): name a key that holds one"
+                ) from None
         return values
 
 

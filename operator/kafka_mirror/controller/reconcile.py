@@ -19,7 +19,12 @@ from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
 from kafka_mirror.controller import autoscaler, operations
-from kafka_mirror.controller.gate import CHILD_NAME_TAKEN, INVALID_SPEC, SpecUnusable
+from kafka_mirror.controller.gate import (
+    CHILD_NAME_TAKEN,
+    INVALID_SPEC,
+    SpecUnusable,
+    delete_credentials,
+)
 from kafka_mirror.controller.inputs import MirrorInputs, SecretProblem, selection_patterns
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.controller.readers import Readers
@@ -60,7 +65,7 @@ class Desired:
 def desired_children(inputs: MirrorInputs, images: render.Images) -> Desired:
     """Everything the mirror should own, rendered from its spec and its live selections. The
     pods' credentials are the operator's copy of the checked Secrets' keys; while one of those
-    is missing, nothing runs (the status says which) and the copy stays as it was."""
+    is missing, nothing runs (the status says which) and there is no copy."""
     namespace, name, spec = inputs.namespace, inputs.name, inputs.running_spec
     config, envs = inputs.worker
     try:
@@ -108,6 +113,8 @@ def converge_children(
     )
     for child in desired.children:
         apply_child(api, child)
+    if not any(child["kind"] == "Secret" for child in desired.children):
+        delete_credentials(api, inputs.namespace, inputs.name, inputs.body["metadata"]["uid"])
     applied.record(mirror, digest)
     if before == config_map["data"]:
         return []
