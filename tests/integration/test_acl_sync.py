@@ -134,7 +134,9 @@ def test_topic_acls_follow_the_mirrored_topics_and_only_the_syncs_own_go(
     bind(cluster, topic, "User:carol", AclOperation.WRITE)
     bind(cluster, topic, "User:mallory", AclOperation.READ, DENY)
 
-    config = worker_config(cluster, cluster, [re.escape(topic)], aclSync={"intervalSeconds": 10})
+    config = worker_config(
+        cluster, cluster, [re.escape(topic)], aclSync={"enabled": True, "intervalSeconds": 10}
+    )
     first = start_worker(config, "worker-acls")
     expected = {
         Grant(remote, f"User:{alice}", "*", "READ", "ALLOW"),

@@ -101,15 +101,29 @@ grants = st.builds(
 )
 
 
+REMOTES = {"pay.A", "hr.A", "orders.A"}
+
+
 @given(st.sets(grants), st.lists(st.sets(grants), min_size=1, max_size=6))
 def test_rounds_of_syncs_leave_exactly_the_foreign_bindings_and_the_desired_ones(
     foreign: set[Grant], rounds: list[set[Grant]]
 ) -> None:
     target, ours = set(foreign), set[Grant]()
     for desired in rounds:
-        plan = plan_sync(desired, ours, target)
+        plan = plan_sync(desired, ours, target, REMOTES)
         assert not plan.delete & (foreign - ours), "a binding someone else made was deleted"
         target = (target | plan.create) - plan.delete
         ours = plan.ours
         assert target == foreign | desired
         assert ours <= target and not ours & foreign
+
+
+@given(st.sets(grants), st.sets(grants), st.sets(st.sampled_from(sorted(REMOTES))))
+def test_a_topic_out_of_the_plan_keeps_its_bindings(
+    ours: set[Grant], desired: set[Grant], mirrored_now: set[str]
+) -> None:
+    """A worker just started knows no topic yet; a topic unmirrored or unread for a moment:
+    none of their bindings goes, its DENYs kept with its data."""
+    plan = plan_sync(desired, ours, ours, mirrored_now)
+    assert all(g.topic in mirrored_now for g in plan.delete)
+    assert plan_sync(desired, ours, ours, set()).delete == set()

@@ -1,6 +1,6 @@
 """Topic ACLs follow the mirrored topics to the target, so that after a failover the
 applications' principals may read the remote topics as they read the source topics
-(MirrorMaker 2's `sync.topic.acls.enabled`, on by default there too).
+(MirrorMaker 2's `sync.topic.acls.enabled`; here opt-in, docs/runbook-dr.md says why).
 
 As MirrorMaker 2, nobody but the mirror may write a remote topic: `ALLOW WRITE` is not copied
 and `ALLOW ALL` becomes `READ` and `DESCRIBE`. Beyond it: only the reading rights are copied
@@ -10,10 +10,10 @@ prefixed or wildcard binding becomes one literal binding per mirrored topic it c
 prefixed one on the target would also cover its own topics of that prefix, which the source's
 binding never granted), and principals can be renamed for a target whose identities differ.
 
-Only bindings the sync created are ever deleted: it records them in a compacted topic on the
-target (`ACL_GRANTS_TOPIC`, keyed by mirror and binding), so that another worker, or this one
-after a restart, knows them. A binding someone else made on the target is never touched, even
-when it equals one the sync would make.
+Only bindings the sync created are ever deleted, only reading rights of the topics mirrored
+now: it records them in a compacted topic on the target (`ACL_GRANTS_TOPIC`, keyed by mirror
+and binding), so that another worker, or this one after a restart, knows them. A binding
+someone else made on the target before the copy is never touched.
 """
 
 from __future__ import annotations
@@ -108,13 +108,17 @@ class SyncPlan:
     ours: set[Grant]  # what the sync holds on the target afterwards
 
 
-def plan_sync(desired: set[Grant], ours: set[Grant], on_target: set[Grant]) -> SyncPlan:
+def plan_sync(
+    desired: set[Grant], ours: set[Grant], on_target: set[Grant], remotes: set[str]
+) -> SyncPlan:
     """What to create and delete: create what is desired and missing (and own it), delete what
-    the sync made and no longer desires; a binding on the target the sync did not make is
-    never deleted, nor taken over."""
+    the sync made and no longer desires, of the remote topics mirrored now (`remotes`) and
+    only reading rights. A binding on the target the sync did not make is never deleted, nor
+    taken over; a topic out of the plan (unmirrored, not known yet after a restart, its ID
+    unread) keeps what it had, its DENYs with its data."""
     create = desired - on_target
-    kept = ours & desired & on_target
-    return SyncPlan(create, ours - desired, kept | create)
+    delete = {g for g in ours - desired if g.topic in remotes and g.operation in READING}
+    return SyncPlan(create, delete, (ours - delete) | create)
 
 
 def _binding(grant: Grant) -> AclBinding:
@@ -169,9 +173,14 @@ class GrantRecords:
             held[key] = value == b"1"
         grants = set()
         for key, owned in held.items():
-            owner, fields = json.loads(key)
+            try:
+                owner, fields = json.loads(key)
+                grant = Grant(**fields)
+                AclOperation[grant.operation], AclPermissionType[grant.permission]
+            except (ValueError, TypeError, KeyError):
+                continue  # not a record of ours (another version's, or written by hand)
             if owned and owner == mirror:
-                grants.add(Grant(**fields))
+                grants.add(grant)
         return grants
 
     def record(self, mirror: str, grants: set[Grant], owned: bool) -> None:
@@ -215,21 +224,34 @@ class AclSync:
         ]
         desired = remote_grants(bindings, mirrored, self.principals)
         on_target = {Grant(*_values(b)) for b in target}
-        plan = plan_sync(desired, self.records.read(self.mirror), on_target)
+        remotes = set(mirrored.values())
+        plan = plan_sync(desired, self.records.read(self.mirror), on_target, remotes)
         # Recorded before it is created, deleted before it is forgotten: a worker killed in
         # between leaves a record of a binding that may not exist, never a binding unrecorded.
+        # DENYs are made first and deleted last, so that no ALLOW stands without them.
         self.records.record(self.mirror, plan.create, owned=True)
         admin = self.clients.target_admin
         try:
-            if plan.create:
-                _wait(admin.create_acls([_binding(g) for g in sorted(plan.create)]))
-            if plan.delete:
-                _wait(admin.delete_acls([_exactly(g) for g in sorted(plan.delete)]))
+            for permission in ("DENY", "ALLOW"):
+                made = [_binding(g) for g in sorted(plan.create) if g.permission == permission]
+                if made:
+                    _wait(admin.create_acls(made))
+            for permission in ("ALLOW", "DENY"):
+                gone = [_exactly(g) for g in sorted(plan.delete) if g.permission == permission]
+                if gone:
+                    _wait(admin.delete_acls(gone))
         except KafkaException as error:
-            if error.args[0].code() != KafkaError.SECURITY_DISABLED:
+            code = error.args[0].code()
+            if code not in (KafkaError.SECURITY_DISABLED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
                 raise
             self.records.record(self.mirror, plan.create, owned=False)  # none was made
-            self._say("the target has no authorizer: its topics are open to every principal")
+            self.metrics.acl_sync_refused.labels("target").set(1)
+            self._say(
+                "the target has no authorizer: its topics are open to every principal"
+                if code == KafkaError.SECURITY_DISABLED
+                else "the target refuses to change its ACLs: grant the mirror's principal "
+                "ALTER on the Cluster resource there"
+            )
             return
         self.records.record(self.mirror, plan.delete, owned=False)
         self.metrics.acl_bindings.set(len(plan.ours))

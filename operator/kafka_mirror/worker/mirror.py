@@ -161,7 +161,9 @@ class MirrorWorker(ABC):
         # A thread of its own: with thousands of bindings a round takes seconds, which the
         # topics and checkpoints on the admin thread must not wait for.
         self.acl_thread = ThreadPoolExecutor(1, thread_name_prefix="acls")
-        if config.acl_sync.enabled:
+        # Under identity naming both ways, a binding each side copied from the other would come
+        # back after its revocation: not synced there (docs/runbook-dr.md).
+        if config.acl_sync.enabled and config.topic_naming.policy != "identity":
             acls = AclSync(self.clients, metrics, config.mirror, config.acl_sync.renamed())
             self.tasks.append(
                 OffLoop(
