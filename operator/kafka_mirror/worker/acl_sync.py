@@ -190,11 +190,19 @@ class GrantRecords:
             remote_topics.ensure_internal_topic(self.clients.target_admin, ACL_GRANTS_TOPIC)
             self.created = True
         producer = self.clients.checkpoints_producer
+        failed: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _: object) -> None:
+            if error is not None:
+                failed.append(error)
+
         for grant in sorted(grants):
             key = json.dumps([mirror, asdict(grant)], sort_keys=True).encode()
-            producer.produce(ACL_GRANTS_TOPIC, key=key, value=b"1" if owned else b"0")
-        if producer.flush(ADMIN_SECONDS) > 0:
-            raise TimeoutError(f"the records of {len(grants)} ACL bindings were not acknowledged")
+            value = b"1" if owned else b"0"
+            producer.produce(ACL_GRANTS_TOPIC, key=key, value=value, on_delivery=delivered)
+        if producer.flush(ADMIN_SECONDS) > 0 or failed:
+            reason = failed[0].str() if failed else "not acknowledged in time"
+            raise OSError(f"the records of {len(grants)} ACL bindings: {reason}")
 
 
 class AclSync:

@@ -169,7 +169,9 @@ class MirrorWorker(ABC):
                 OffLoop(
                     "acls",
                     config.acl_sync.interval_seconds,
-                    lambda: acls.sync(dict(self.topics.plan.mirrored)),
+                    lambda: (
+                        acls.sync(dict(self.topics.plan.mirrored)) if self._syncs_acls() else None
+                    ),
                     lambda _: None,
                     self.acl_thread,
                 )
@@ -399,6 +401,18 @@ class MirrorWorker(ABC):
         if self.config.checkpoints.enabled and self.topics.internal_topics_ready:
             assigned = self.clients.consumer.assignment() if self.subscribed else []
             self.checkpoint_task.run(assigned, self.topics.plan.mirrored)
+
+    def _syncs_acls(self) -> bool:
+        """One member of the workers' group syncs the ACLs (replicas racing could leave a
+        binding unrecorded): the one mirroring partition 0 of the first topic, which a
+        rebalance hands over with that partition."""
+        mirrored = self.topics.plan.mirrored
+        if not mirrored or not self.subscribed:
+            return False
+        first = min(mirrored)
+        return any(
+            p.topic == first and p.partition == 0 for p in self.clients.consumer.assignment()
+        )
 
     def _check_deliveries(self) -> None:
         flows = self.partitions.flows.values()
