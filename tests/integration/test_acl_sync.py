@@ -20,10 +20,10 @@ from confluent_kafka.admin import (
 )
 
 from kafka_mirror.worker.acl_sync import Grant
-from kafka_mirror_dev.kafka import SCRAM_MECHANISM, LocalKafka
+from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import admin_for, create_topics, produce, records, unique
 from tests.helpers.worker import StartWorker, wait_for, worker_config
-from tests.integration.test_security import fresh_scram_user
+from tests.integration.test_security import fresh_scram_user, scram_login
 
 pytestmark = pytest.mark.kafka
 
@@ -80,15 +80,9 @@ def reads(cluster: LocalKafka, user: str, password: str, topic: str) -> int | st
     error the broker answers."""
     consumer = Consumer(
         {
-            "bootstrap.servers": cluster.sasl_ssl_bootstrap_servers,
-            "security.protocol": "SASL_SSL",
-            "ssl.ca.pem": cluster.ca_certificate_pem,
-            "sasl.mechanism": SCRAM_MECHANISM,
-            "sasl.username": user,
-            "sasl.password": password,
+            **scram_login(cluster, user, password),
             "group.id": unique("reader-"),
             "enable.partition.eof": True,
-            "log_level": 0,
         }
     )
     try:

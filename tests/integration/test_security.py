@@ -56,19 +56,22 @@ SOURCE_SECRET, TARGET_SECRET = "kafka-a-login", "kafka-b-tls"
 # --- credentials on the brokers and in Secrets ------------------------------------------------
 
 
+def scram_login(cluster: LocalKafka, user: str, password: str) -> dict[str, Any]:
+    """A client's settings to log in as `user` on the SASL_SSL listener."""
+    return {
+        "bootstrap.servers": cluster.sasl_ssl_bootstrap_servers,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.pem": cluster.ca_certificate_pem,
+        "sasl.mechanism": SCRAM_MECHANISM,
+        "sasl.username": user,
+        "sasl.password": password,
+        "log_level": 0,
+    }
+
+
 def scram_login_works(cluster: LocalKafka, user: str, password: str) -> bool:
     """Whether the SASL_SSL listener accepts this user and password now."""
-    admin = AdminClient(
-        {
-            "bootstrap.servers": cluster.sasl_ssl_bootstrap_servers,
-            "security.protocol": "SASL_SSL",
-            "ssl.ca.pem": cluster.ca_certificate_pem,
-            "sasl.mechanism": SCRAM_MECHANISM,
-            "sasl.username": user,
-            "sasl.password": password,
-            "log_level": 0,
-        }
-    )
+    admin = AdminClient(scram_login(cluster, user, password))
     try:
         return bool(admin.list_topics(timeout=2).brokers)
     except KafkaException:  # refused (or not yet known): no metadata
