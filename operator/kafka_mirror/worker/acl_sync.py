@@ -265,6 +265,7 @@ class AclSync:
         self.metrics.acl_bindings.set(len(plan.ours))
         for cluster in ("source", "target"):
             self.metrics.acl_sync_refused.labels(cluster).set(0)
+        self._said = None  # a refusal that comes back is said again
         if plan.create or plan.delete:
             log.info(
                 "topic ACLs on the target: %d created, %d deleted",
