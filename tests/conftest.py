@@ -280,6 +280,15 @@ def namespace(kube_api: client.ApiClient) -> Iterator[str]:
     yield from _fresh_namespace(kube_api)
 
 
+@pytest.fixture
+def other_namespaces(kube_api: client.ApiClient) -> Iterator[list[str]]:
+    """Two more fresh namespaces, for a test across namespaces."""
+    made = [_fresh_namespace(kube_api) for _ in range(2)]
+    yield [next(namespace) for namespace in made]
+    for namespace in made:
+        next(namespace, None)
+
+
 @pytest.fixture(scope="session")
 def helm() -> Path:
     """The Helm binary built from its pinned Go module."""

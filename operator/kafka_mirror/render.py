@@ -176,8 +176,11 @@ def build_worker_config(
         target=target,
         topic_naming=spec.topic_naming,
         selections=sorted(
-            (s.model_copy(update={"within": spec.selection_bound(s.name)}) for s in selections),
-            key=lambda s: s.name,
+            (
+                s.model_copy(update={"within": spec.selection_bound(s.ref(), namespace)})
+                for s in selections
+            ),
+            key=lambda s: (s.namespace != namespace, s.namespace, s.name),
         ),
         refresh_topics_interval_seconds=spec.refresh_topics_interval_seconds,
         offset_syncs=spec.offset_syncs,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.models import KafkaMirrorSpec, SelectionRef
 from kafka_mirror.api.status import MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller.status import Problem, selection_status
@@ -29,12 +29,11 @@ def spec(policy: Any = None) -> KafkaMirrorSpec:
     return mirror_spec() if policy is None else mirror_spec(selectionPolicy=policy)
 
 
-def selected(spec: KafkaMirrorSpec, selection: str) -> list[str]:
-    """What a selection of every topic (`.*`) selects under the mirror's policy, as the
-    workers' configuration compiles it."""
-    config, _ = build_worker_config(
-        "ns", "m", spec, [SelectionPatterns(name=selection, includes=[".*"])]
-    )
+def selected(spec: KafkaMirrorSpec, selection: str, namespace: str = "ns") -> list[str]:
+    """What a selection of every topic (`.*`) in `namespace` selects under the policy of the
+    mirror in namespace `ns`, as the workers' configuration compiles it."""
+    patterns = SelectionPatterns(name=selection, namespace=namespace, includes=[".*"])
+    config, _ = build_worker_config("ns", "m", spec, [patterns])
     (usable,), problems = config.compiled_selections()
     assert problems == []
     return [t for t in SOURCE_TOPICS if usable.matches(t)]
@@ -55,7 +54,49 @@ def test_a_selection_selects_only_what_its_grants_allow(selection: str, topics: 
 
 def test_without_a_policy_a_selection_selects_any_topic() -> None:
     assert selected(spec(), "anything") == SOURCE_TOPICS
-    assert spec().selection_bound("anything") is None
+    assert spec().selection_bound(SelectionRef("ns", "anything"), "ns") is None
+
+
+NAMESPACE_GRANTS = [
+    {"namespaces": ["team-a"], "topics": ["team-a\\..*"]},
+    {"namespaces": ["team-b"], "selections": ["orders-*"], "topics": ["team-b\\..*"]},
+]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "selection", "topics"),
+    [
+        ("team-a", "anything", ["team-a.orders", "team-a.invoices"]),
+        ("team-b", "orders-x", ["team-b.orders"]),
+        ("team-b", "other", []),  # in a granted namespace, but not by that grant's names
+        ("team-c", "team-a-all", []),  # a name that fits nothing: grants go to namespaces
+        ("ns", "team-a-all", []),  # the mirror's own namespace is not named either
+    ],
+)
+def test_grants_to_namespaces_cover_only_their_selections(
+    namespace: str, selection: str, topics: list[str]
+) -> None:
+    assert selected(spec(NAMESPACE_GRANTS), selection, namespace) == topics
+
+
+def test_a_selection_of_another_namespace_selects_nothing_without_a_policy() -> None:
+    assert selected(spec(), "everything", "elsewhere") == []
+    assert selected(spec(), "everything", "ns") == SOURCE_TOPICS
+
+
+def test_a_name_grant_covers_only_the_mirrors_own_namespace() -> None:
+    # team-b-style name grants, from a tenant of another namespace who names theirs "team-b"
+    assert selected(spec(GRANTS), "team-b", "elsewhere") == []
+
+
+def test_selections_of_other_namespaces_are_told_apart_in_the_configuration() -> None:
+    policy = [{"namespaces": ["ns", "other"], "topics": [".*"]}]
+    selections = [
+        SelectionPatterns(name="orders", namespace="other", includes=["a"]),
+        SelectionPatterns(name="orders", namespace="ns", includes=["b"]),
+    ]
+    config, _ = build_worker_config("ns", "m", spec(policy), selections)
+    assert [s.label("ns") for s in config.selections] == ["orders", "other/orders"]
 
 
 def test_grants_naming_a_selection_add_up() -> None:

@@ -9,6 +9,7 @@ CEL rules) go in the schema so bad objects are refused at `kubectl apply`; rules
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
@@ -181,13 +182,43 @@ class AclSync(ApiModel):
         return {mapping.source: mapping.target for mapping in self.principals}
 
 
-class SelectionGrant(ApiModel):
-    """Topics the mirror's owner lets some of its MirrorTopicSelections select."""
+@dataclass(frozen=True)
+class SelectionRef:
+    """A MirrorTopicSelection by namespace and name."""
 
+    namespace: str
+    name: str
+
+
+class SelectionGrant(ApiModel):
+    """Topics the mirror's owner lets some of its MirrorTopicSelections select.
+
+    The namespace is the boundary: RBAC decides who may create selections in a namespace, and
+    whoever may create one there may give it any name, so a name pattern only sorts the
+    selections of one namespace (its teams' convenience), never keeps one team from another's
+    grant."""
+
+    namespaces: (
+        Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]],
+            Field(min_length=1, max_length=MAX_PATTERNS),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="The namespaces whose selections the grant covers; unset, only the "
+        "mirror's own. A selection in another namespace names this mirror with "
+        "`spec.mirrorNamespace` and selects nothing unless a grant names its namespace.",
+    )
     selections: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=253)]],
         Field(min_length=1, max_length=MAX_PATTERNS),
-    ] = Field(description="Names of the selections granted; `*` matches any characters.")
+    ] = Field(
+        default_factory=lambda: ["*"],
+        description="Names of the selections granted, within those namespaces; `*` matches "
+        "any characters. Anyone who may create selections in a namespace may choose any name: "
+        "grant to a namespace what none of its writers should be denied.",
+    )
     topics: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_LENGTH)]],
         Field(min_length=1, max_length=MAX_PATTERNS),
@@ -201,8 +232,11 @@ class SelectionGrant(ApiModel):
     def _compile(cls, patterns: list[str]) -> list[str]:
         return validate_patterns(patterns)
 
-    def covers(self, selection: str) -> bool:
-        return any(fnmatchcase(selection, name) for name in self.selections)
+    def covers(self, selection: SelectionRef, mirror_namespace: str) -> bool:
+        namespaces = self.namespaces or [mirror_namespace]
+        return selection.namespace in namespaces and any(
+            fnmatchcase(selection.name, name) for name in self.selections
+        )
 
 
 VALIDATIONS = "x-kubernetes-validations"
@@ -297,12 +331,16 @@ class KafkaMirrorSpec(ApiModel):
         )
     )
 
-    def selection_bound(self, selection: str) -> list[str] | None:
-        """The topic patterns `spec.selectionPolicy` grants the selection (None: unbounded)."""
+    def selection_bound(self, selection: SelectionRef, mirror_namespace: str) -> list[str] | None:
+        """The topic patterns `spec.selectionPolicy` grants the selection (None: unbounded). A
+        selection of another namespace is bounded by grants naming it, always."""
         if self.selection_policy is None:
-            return None
+            return None if selection.namespace == mirror_namespace else []
         return [
-            t for grant in self.selection_policy if grant.covers(selection) for t in grant.topics
+            topic
+            for grant in self.selection_policy
+            if grant.covers(selection, mirror_namespace)
+            for topic in grant.topics
         ]
 
     @field_validator("target")
@@ -335,7 +373,15 @@ class MirrorTopicSelectionSpec(ApiModel):
     """
 
     mirror: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)] = Field(
-        description="Name of the KafkaMirror in the same namespace."
+        description="Name of the KafkaMirror."
+    )
+    mirror_namespace: (
+        Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)] | None
+    ) = Field(
+        default=None,
+        description="Namespace of the KafkaMirror; unset, this selection's. A mirror of "
+        "another namespace uses the selection only for the topics its "
+        "`spec.selectionPolicy` grants this namespace.",
     )
     includes: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_LENGTH)]],

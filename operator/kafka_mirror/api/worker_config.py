@@ -25,6 +25,7 @@ from kafka_mirror.api.models import (
     Delivery,
     Heartbeats,
     OffsetSyncs,
+    SelectionRef,
     TopicConfigSync,
     TopicNaming,
     validate_patterns,
@@ -107,11 +108,19 @@ class SelectionPatterns(ApiModel):
     """One MirrorTopicSelection's patterns (the worker mirrors the union of all of them)."""
 
     name: str = ""
+    namespace: str = ""
     includes: list[str] = Field(default_factory=list)
     excludes: list[str] = Field(default_factory=list)
     # The mirror's spec.selectionPolicy for this selection: it selects only topics matching
     # one of these (none if empty); None: no bound.
     within: list[str] | None = None
+
+    def ref(self) -> SelectionRef:
+        return SelectionRef(self.namespace, self.name)
+
+    def label(self, mirror_namespace: str) -> str:
+        """Its name as people read it beside the mirror: `namespace/name` from another one."""
+        return self.name if self.namespace == mirror_namespace else f"{self.namespace}/{self.name}"
 
 
 class WorkerConfig(ApiModel):

@@ -19,7 +19,7 @@ from kafka_mirror.api.policy import AllowLists
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller import gate, reconcile, refresh
-from kafka_mirror.controller.inputs import MirrorInputs, selection_patterns
+from kafka_mirror.controller.inputs import MirrorInputs, selection_mirror, selection_patterns
 from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
@@ -140,8 +140,9 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
     @kopf.index(GROUP, VERSION, SELECTIONS, id="selections_by_mirror", when=live, registry=registry)
     def selections_by_mirror(
         namespace: str | None, name: str, spec: kopf.Spec, **_: Any
-    ) -> dict[tuple[str | None, str], SelectionPatterns]:
-        return {(namespace, spec.get("mirror", "")): selection_patterns(name, spec)}
+    ) -> dict[tuple[str, str], SelectionPatterns]:
+        assert namespace is not None  # the CRD is namespaced
+        return {selection_mirror(namespace, spec): selection_patterns(namespace, name, spec)}
 
     def selections_of(mirror: kopf.Body, indices: dict[str, Any]) -> list[SelectionPatterns]:
         """The mirror's selections, from the index kopf passes to every handler."""
@@ -224,10 +225,10 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         assert namespace is not None  # the CRD is namespaced
         mirror_gone(f"{namespace}/{name}", str(meta["uid"]))
 
-    def converge_mirror_of(
-        namespace: str, mirror_name: str | None, indices: dict[str, Any]
-    ) -> None:
-        mirror = reconcile.read_mirror(api, namespace, mirror_name) if mirror_name else None
+    def converge_mirror_of(namespace: str, mirror_name: str, indices: dict[str, Any]) -> None:
+        if not mirror_name or (namespaces and namespace not in namespaces):
+            return  # a mirror this operator does not watch
+        mirror = reconcile.read_mirror(api, namespace, mirror_name)
         if mirror is not None and not mirror["metadata"].get("deletionTimestamp"):
             body = kopf.Body(cast(kopf.RawBody, mirror))
             with contextlib.suppress(gate.SpecUnusable):  # the mirror's status says so
@@ -248,16 +249,18 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
     ) -> None:
         assert namespace is not None
         start_status_loop(indices)
-        converge_mirror_of(namespace, spec.get("mirror"), indices)
-        previous_mirror = ((old or {}).get("spec") or {}).get("mirror")
-        if previous_mirror and previous_mirror != spec.get("mirror"):
-            # it lost this selection
-            converge_mirror_of(namespace, previous_mirror, indices)
+        mirror = selection_mirror(namespace, spec)
+        converge_mirror_of(*mirror, indices)
+        previous_mirror = selection_mirror(namespace, (old or {}).get("spec") or {})
+        if previous_mirror != mirror:  # it lost this selection
+            converge_mirror_of(*previous_mirror, indices)
 
     def refresh_selection(raw: dict[str, Any], mirrors: set[str]) -> None:
         body = kopf.Body(cast(kopf.RawBody, raw))
         previous = MirrorTopicSelectionStatus.model_validate(dict(body.status))
-        exists = f"{body.metadata.namespace}/{body.spec.get('mirror')}" in mirrors
+        assert body.metadata.namespace is not None
+        mirror_namespace, mirror = selection_mirror(body.metadata.namespace, body.spec)
+        exists = f"{mirror_namespace}/{mirror}" in mirrors
         current = reconcile.observe_selection(body, previous, exists, readers, datetime.now(UTC))
         patch = refresh.status_patch(current)
         if refresh.changes(raw.get("status"), patch):  # mostly the same: no request then

@@ -36,12 +36,20 @@ class SecretProblem(Exception):
     """A Secret (or key) the mirror names cannot be read."""
 
 
-def selection_patterns(name: str, spec: Any) -> SelectionPatterns:
+def selection_patterns(namespace: str, name: str, spec: Any) -> SelectionPatterns:
     """A selection's patterns as stored: the schema checked their shape, but a pattern that does
     not compile must reach the status (and be skipped by the workers), not fail parsing."""
     return SelectionPatterns(
-        name=name, includes=list(spec.get("includes", [])), excludes=list(spec.get("excludes", []))
+        name=name,
+        namespace=namespace,
+        includes=list(spec.get("includes", [])),
+        excludes=list(spec.get("excludes", [])),
     )
+
+
+def selection_mirror(namespace: str, spec: Any) -> tuple[str, str]:
+    """The namespace and name of the KafkaMirror a selection (in `namespace`) names."""
+    return spec.get("mirrorNamespace") or namespace, spec.get("mirror", "")
 
 
 class Secrets:

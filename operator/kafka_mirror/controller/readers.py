@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import Callable
 
+from kafka_mirror.api.models import SelectionRef
 from kafka_mirror.kafka.observe import ClusterReader
 
 
@@ -32,7 +33,7 @@ class Readers:
         # The last source topic list per mirror, and what its selectionPolicy grants each
         # selection, for its selections' status.
         self.source_topics: dict[str, list[str]] = {}
-        self.selection_bounds: dict[str, Callable[[str], list[str] | None]] = {}
+        self.selection_bounds: dict[str, Callable[[SelectionRef], list[str] | None]] = {}
 
     def get(self, mirror: str, role: str, alias: str, settings: dict[str, str]) -> ClusterReader:
         key = _connection_key(alias, settings)

@@ -7,6 +7,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import kopf
@@ -25,7 +26,12 @@ from kafka_mirror.controller.gate import (
     SpecUnusable,
     delete_credentials,
 )
-from kafka_mirror.controller.inputs import MirrorInputs, SecretProblem, selection_patterns
+from kafka_mirror.controller.inputs import (
+    MirrorInputs,
+    SecretProblem,
+    selection_mirror,
+    selection_patterns,
+)
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.resume import KubeMirrors
@@ -118,7 +124,7 @@ def converge_children(
     applied.record(mirror, digest)
     if before == config_map["data"]:
         return []
-    return [s.name for s in desired.config.selections] or ["(none)"]
+    return [s.label(inputs.namespace) for s in desired.config.selections] or ["(none)"]
 
 
 def claim(api: client.ApiClient, child: dict[str, Any], owner: str, owner_uid: str) -> None:
@@ -247,7 +253,9 @@ def _observe_kafka(
         )
         if refusal is not None:
             problems["target"] = Problem(refusal.reason, str(refusal))
-    readers.selection_bounds[mirror] = inputs.spec.selection_bound
+    readers.selection_bounds[mirror] = partial(
+        inputs.spec.selection_bound, mirror_namespace=inputs.namespace
+    )
     if "source" in topics:
         readers.source_topics[mirror] = sorted(topics["source"])
     if problems["source"] or problems["target"]:
@@ -346,20 +354,31 @@ def observe_selection(
     readers: Readers,
     now: datetime,
 ) -> MirrorTopicSelectionStatus:
-    namespace, mirror = body["metadata"]["namespace"], body["spec"]["mirror"]
-    patterns = selection_patterns(body["metadata"]["name"], body["spec"])
+    namespace = body["metadata"]["namespace"]
+    mirror_namespace, mirror = selection_mirror(namespace, body["spec"])
+    key = f"{mirror_namespace}/{mirror}"
+    patterns = selection_patterns(namespace, body["metadata"]["name"], body["spec"])
     invalid = invalid_patterns(patterns)
-    mirror_problem = None
-    if not mirror_exists:
+    bound_of = readers.selection_bounds.get(key)
+    bound = None if bound_of is None else bound_of(patterns.ref())
+    mirror_problem = not_granted = None
+    if mirror_namespace != namespace and (not mirror_exists or bound is None or bound == []):
+        # One answer whether the mirror is missing or grants nothing: a selection must not
+        # tell another namespace's tenant which mirrors exist there, nor their topics.
+        mirror_problem = Problem(
+            "NotGranted",
+            f"no KafkaMirror {key} grants selections of namespace {namespace} any topics: it "
+            "selects nothing until that mirror's spec.selectionPolicy names this namespace "
+            "(ask the mirror's owner)",
+        )
+        bound = []
+    elif not mirror_exists:
         mirror_problem = Problem(
             "MirrorNotFound",
             f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "
             "spec.mirror to an existing mirror",
         )
-    bound_of = readers.selection_bounds.get(f"{namespace}/{mirror}")
-    bound = None if bound_of is None else bound_of(patterns.name)
-    not_granted = None
-    if bound == []:
+    elif bound == []:
         not_granted = Problem(
             "NotGranted",
             f"KafkaMirror {mirror}'s spec.selectionPolicy grants this selection no topics: it "
@@ -369,7 +388,7 @@ def observe_selection(
     selection = (
         None if invalid else NameFilter(tuple(patterns.includes), tuple(patterns.excludes), within)
     )
-    topics = None if mirror_problem else readers.source_topics.get(f"{namespace}/{mirror}")
+    topics = None if mirror_problem else readers.source_topics.get(key)
     return selection_status(
         body["metadata"].get("generation", 0),
         previous,
