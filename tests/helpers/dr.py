@@ -108,7 +108,12 @@ def start_scenario(
     create_topics(a.bootstrap_servers, [topic], partitions=PARTITIONS)
     source = {"bootstrapServers": a.bootstrap_servers}
     target = {"bootstrapServers": b.bootstrap_servers}
-    apply(kube_api, mirror("a-to-b", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
+    apply(
+        kube_api,
+        mirror(
+            "a-to-b", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}, reverse="b-to-a"
+        ),
+    )
     apply(kube_api, selection("app-topics", namespace, "a-to-b", [topic]))
     produce(a.bootstrap_servers, topic, values(topic, 0, 300))
     read_on_a = application(a, app, [topic], limit=200)

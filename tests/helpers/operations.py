@@ -23,6 +23,7 @@ from kafka_mirror.kafka.groups import CheckpointKey, Committed
 from kafka_mirror.topics import NameFilter
 
 NOW = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
+REVERSE_UID = "uid-b-to-a"
 EVERY_TOPIC = [{"name": "all", "includes": [".*"]}]
 
 
@@ -126,7 +127,8 @@ class FakeKafka:
     target: FakeCluster = field(default_factory=FakeCluster)
 
     def access(self, mirrors: Mirrors | None = None) -> Access:
-        return Access(self.source, self.target, mirrors)
+        """What a refresh of b-to-a (the reverse mirror) reaches."""
+        return Access(self.source, self.target, mirrors, uid=REVERSE_UID)
 
 
 class FakeMirrors:
@@ -147,7 +149,10 @@ class FakeMirrors:
 
 
 def failed_over(replicas: int = 0) -> Forward:
-    """The forward mirror a-to-b, failed over (its workers stopped) and waiting for a Return."""
-    forward = spec({"type": "Failover", "id": "a-lost"})
-    record = OperationStatus(id="a-lost", type="Failover", phase="Completed")
-    return Forward(forward, KafkaMirrorStatus(operation=record, replicas=replicas))
+    """The forward mirror a-to-b, failed over (its workers stopped) and waiting for a Return of
+    b-to-a, which it names as its reverse."""
+    forward = spec({"type": "Failover", "id": "a-lost"}, reverse="b-to-a")
+    record = OperationStatus(
+        id="a-lost", type="Failover", phase="Completed", reverse_uid=REVERSE_UID
+    )
+    return Forward(forward, KafkaMirrorStatus(operation=record, replicas=replicas), "uid-a-to-b")

@@ -50,7 +50,7 @@ def repository(stack: NodeStack, topic: str) -> dict[str, dict[str, Any]]:
             "b-to-a", ns, {**b, "alias": "B"}, {**a, "alias": "A"}, standbyFor="a-to-b", **sync
         ),
         "2-failback.yaml": selection("failback", ns, "b-to-a", [re.escape(topic)], (".*\\.A",)),
-        "3-a-to-b.yaml": mirror("a-to-b", ns, a, b, **sync),
+        "3-a-to-b.yaml": mirror("a-to-b", ns, a, b, reverse="b-to-a", **sync),
         "4-app-topics.yaml": selection("app-topics", ns, "a-to-b", [re.escape(topic)]),
     }
 

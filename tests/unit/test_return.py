@@ -19,6 +19,7 @@ from tests.helpers.operations import (
     CONFIG,
     NOW,
     REVERSE,
+    REVERSE_UID,
     FakeKafka,
     FakeMirrors,
     failed_over,
@@ -112,13 +113,68 @@ def test_a_return_promotes_then_starts_the_forward_mirror_again(kafka: FakeKafka
 )
 def test_a_return_resumes_nothing_it_should_not(forward: Forward | None, says: str) -> None:
     op = OperationStatus(id="back", type="Return", phase="ResumingMirror")
-    assert not resume_forward(op, "b-to-a", REVERSE, "a-to-b", FakeMirrors(forward), NOW)
+    assert not resume_forward(
+        op, "b-to-a", REVERSE_UID, REVERSE, "a-to-b", FakeMirrors(forward), NOW
+    )
     assert says in op.message
     if forward is not None and forward.status.operation is not None:
         assert forward.status.operation.resumed_by is None  # another id's record is not marked
     wrong_way = Forward(spec(), KafkaMirrorStatus(replicas=1))
-    assert not resume_forward(op, "b-to-a", CONFIG, "a-to-b", FakeMirrors(wrong_way), NOW)
+    assert not resume_forward(
+        op, "b-to-a", REVERSE_UID, CONFIG, "a-to-b", FakeMirrors(wrong_way), NOW
+    )
     assert "mirrors A→B, not B→A" in op.message
+
+
+@pytest.mark.parametrize(
+    ("reverse", "recorded", "uid", "says"),
+    [
+        (None, REVERSE_UID, REVERSE_UID, "a-to-b's spec.reverse names none"),
+        ("other", REVERSE_UID, REVERSE_UID, "a-to-b's spec.reverse names other"),
+        ("b-to-a", None, REVERSE_UID, "waiting for a-to-b to record its reverse mirror"),
+        ("b-to-a", REVERSE_UID, "uid-re-created", "a mirror re-created under that name"),
+    ],
+)
+def test_a_return_starts_only_the_mirror_whose_owner_named_it_by_uid(
+    reverse: str | None, recorded: str | None, uid: str, says: str
+) -> None:
+    """Another team's mirror B→A in the namespace, or one re-created under the reverse's name,
+    may not start a-to-b: its owner names the one mirror that may, and that one by uid."""
+    forward = failed_over()
+    assert forward.status.operation is not None
+    forward.status.operation.reverse_uid = recorded
+    named = Forward(forward.spec.model_copy(update={"reverse": reverse}), forward.status)
+    op = OperationStatus(id="back", type="Return", phase="ResumingMirror")
+    assert not resume_forward(op, "b-to-a", uid, REVERSE, "a-to-b", FakeMirrors(named), NOW)
+    assert says in op.message
+    assert forward.status.operation.resumed_by is None
+
+
+def test_a_failover_records_the_uid_of_its_reverse_once_seen(kafka: FakeKafka) -> None:
+    requested = spec({"type": "Failover", "id": "a-lost"}, reverse="b-to-a")
+    back = Forward(
+        spec(
+            source={"alias": "B", "bootstrapServers": "b:9092"},
+            target={"alias": "A", "bootstrapServers": "a:9092"},
+        ),
+        status(),
+        "uid-1",
+    )
+
+    class Reverse(FakeMirrors):
+        def read(self, name: str) -> Forward | None:
+            return back if name == "b-to-a" else None
+
+    op, _ = advance(requested, None, status(), CONFIG, None, kafka.access(Reverse(None)), NOW)
+    assert op is not None and op.reverse_uid == "uid-1"
+    back = Forward(back.spec, back.status, "uid-2")  # re-created since: the first one stays
+    op, _ = advance(requested, op, status(), CONFIG, None, kafka.access(Reverse(None)), NOW)
+    assert op is not None and op.reverse_uid == "uid-1"
+    same_way = Forward(spec(), status(), "uid-3")  # not the way back: never recorded
+    unrecorded, _ = advance(
+        requested, None, status(), CONFIG, None, kafka.access(FakeMirrors(same_way)), NOW
+    )
+    assert unrecorded is not None and unrecorded.reverse_uid is None
 
 
 def test_a_return_waits_while_the_mirror_it_resumes_cannot_be_read() -> None:
@@ -127,7 +183,7 @@ def test_a_return_waits_while_the_mirror_it_resumes_cannot_be_read() -> None:
             raise ValueError("spec.replicas: Input should be a valid integer")
 
     op = OperationStatus(id="back", type="Return", phase="ResumingMirror")
-    assert not resume_forward(op, "b-to-a", REVERSE, "a-to-b", Unreadable(None), NOW)
+    assert not resume_forward(op, "b-to-a", REVERSE_UID, REVERSE, "a-to-b", Unreadable(None), NOW)
     assert "a-to-b cannot be read, trying again: spec.replicas" in op.message
 
 

@@ -21,7 +21,7 @@ from kafka_mirror.api.clusters import KafkaCluster
 from kafka_mirror.api.operations import (
     IDENTITY_RETURN_MESSAGE,
     IDENTITY_RETURN_RULE,
-    MIRROR_NAME,
+    MirrorName,
     MirrorOperation,
 )
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
@@ -315,20 +315,27 @@ class KafkaMirrorSpec(ApiModel):
         Field(
             default=None,
             description="Which topics each MirrorTopicSelection of this mirror may select: one "
-            "selects only topics matching the `topics` of a grant that names it, and none if no "
-            "grant names it, whatever its own patterns say. Unset: any topic the source "
-            "credential can read.",
+            "selects only topics matching the `topics` of a grant that covers it (its namespace, "
+            "then its name), and none if no grant covers it, whatever its own patterns say. "
+            "Unset: a selection of this namespace any topic the source credential can read, one "
+            "of another namespace none.",
         )
     )
-    standby_for: Annotated[str, Field(min_length=1, max_length=253, pattern=MIRROR_NAME)] | None = (
-        Field(
-            default=None,
-            description="The KafkaMirror, in this namespace, that mirrors the opposite way. "
-            "Without an operation of its own, this mirror stands by (no workers) until that "
-            "one's Promote or Failover completes, and again once a Return has started that one "
-            "again: a planned switchover is one change, the Promote of the other mirror "
-            "(docs/runbook-dr.md).",
-        )
+    standby_for: MirrorName | None = Field(
+        default=None,
+        description="The KafkaMirror, in this namespace, that mirrors the opposite way. "
+        "Without an operation of its own, this mirror stands by (no workers) until that "
+        "one's Promote or Failover completes, and again once a Return has started that one "
+        "again: a planned switchover is one change, the Promote of the other mirror "
+        "(docs/runbook-dr.md).",
+    )
+    reverse: MirrorName | None = Field(
+        default=None,
+        description="The KafkaMirror, in this namespace, that mirrors the opposite way and "
+        "whose Return may start this mirror again after its Promote or Failover (the mirror "
+        "that names this one in `standbyFor`). Checked by uid: the mirror of that name when "
+        "the operation starts, or the first one seen after, and no mirror re-created under "
+        "the name later. Unset: no Return starts this mirror (remove its operation instead).",
     )
 
     def selection_bound(self, selection: SelectionRef, mirror_namespace: str) -> list[str] | None:

@@ -13,6 +13,7 @@ from kafka_mirror.api.base import ApiModel, StatusModel, cel
 OperationType = Literal["Promote", "Failover", "Return"]
 Phase = Literal["CatchingUp", "StoppingWorkers", "CommittingOffsets", "ResumingMirror", "Completed"]
 MIRROR_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+MirrorName = Annotated[str, Field(min_length=1, max_length=253, pattern=MIRROR_NAME)]
 RESUME_RULE = "has(self.resume) == (self.type == 'Return')"
 RESUME_MESSAGE = "resume names the mirror to start again: required for Return, only for Return"
 
@@ -49,7 +50,7 @@ class MirrorOperation(ApiModel):
         description="Names this request; a new id asks for a new run, the same id never "
         "runs twice (so GitOps syncs and operator restarts repeat nothing)."
     )
-    resume: Annotated[str, Field(min_length=1, max_length=253, pattern=MIRROR_NAME)] | None = Field(
+    resume: MirrorName | None = Field(
         default=None,
         description="`Return` only: the KafkaMirror, in this namespace, to start again; it "
         "must mirror the opposite way (its source is this mirror's target).",
@@ -135,6 +136,11 @@ class OperationStatus(StatusModel):
     committed_count: int = 0
     skipped_groups: list[str] = Field(default_factory=list)
     resumed_by: ResumedBy | None = None
+    reverse_uid: str | None = Field(
+        default=None,
+        description="Promote and Failover: the uid of `spec.reverse`, the only mirror whose "
+        "Return may start this one again after this operation.",
+    )
 
 
 def record_of(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from confluent_kafka import KafkaException
+from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import (
@@ -52,6 +53,7 @@ class Access:
     target: Cluster | None
     mirrors: Mirrors | None = None
     terminating_workers: int = 0  # worker pods being deleted, maybe flushing still
+    uid: str = ""  # this mirror's: what its Return shows the forward mirror it starts again
 
 
 def current(spec: KafkaMirrorSpec, status: OperationStatus | None) -> OperationStatus | None:
@@ -218,7 +220,10 @@ def _step(
             op.phase, op.message = "ResumingMirror", _committed_summary(op)
     elif op.phase == "ResumingMirror" and requested.resume and access.mirrors is not None:
         own_name = config.mirror.rsplit("/", 1)[-1]
-        if resume_forward(op, own_name, config, requested.resume, access.mirrors, now):
+        resumed = resume_forward(
+            op, own_name, access.uid, config, requested.resume, access.mirrors, now
+        )
+        if resumed:
             _complete(requested, op, now, also=op.message)
 
 
@@ -313,7 +318,8 @@ def advance(
         first: Phase = "StoppingWorkers" if requested.type == "Failover" else "CatchingUp"
         op = OperationStatus(id=requested.id, type=requested.type, phase=first, started_at=now)
         started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
-        return op, [started]
+        return _with_reverse(spec, op, access), [started]
+    op = _with_reverse(spec, op, access)
     if op.phase == "Completed":
         return _source_back(op, status, config, mirrored, access)
     op = op.model_copy(deep=True)
@@ -328,6 +334,23 @@ def advance(
         return op, [Event("Normal", op.phase, op.message)] if resuming else []
     reason = DONE_REASON[requested.type] if op.phase == "Completed" else op.phase
     return op, [Event("Normal", reason, op.message)]
+
+
+def _with_reverse(spec: KafkaMirrorSpec, op: OperationStatus, access: Access) -> OperationStatus:
+    """A promote or failover's record with the uid of the mirror `spec.reverse` names, once seen
+    (the only one whose Return may start this mirror again), kept from then on."""
+    if op.type == "Return" or spec.reverse is None or op.reverse_uid is not None:
+        return op
+    if access.mirrors is None or op.resumed_by is not None:
+        return op
+    try:
+        reverse = access.mirrors.read(spec.reverse)
+    except (ValueError, ApiException):
+        return op  # the next refresh records it
+    way_back = (spec.target.alias, spec.source.alias)
+    if reverse is None or (reverse.spec.source.alias, reverse.spec.target.alias) != way_back:
+        return op
+    return op.model_copy(update={"reverse_uid": reverse.uid})
 
 
 def _source_back(

@@ -320,6 +320,7 @@ def observe_mirror(
             None if target_problem else ConfluentCluster(inputs.cluster_settings("target")),
             KubeMirrors(api, namespace),
             terminating_workers=deployment.terminating,
+            uid=inputs.body["metadata"]["uid"],
         )
         mirrored = kafka.plan.mirrored if kafka is not None else None
         status.operation, done = operations.advance(

@@ -30,6 +30,7 @@ class Forward:
 
     spec: KafkaMirrorSpec
     status: KafkaMirrorStatus
+    uid: str = ""
 
 
 class Mirrors(Protocol):
@@ -59,7 +60,8 @@ class KubeMirrors:
                 return None
             raise
         spec = KafkaMirrorSpec.model_validate(found["spec"])
-        return Forward(spec, KafkaMirrorStatus.model_validate(found.get("status") or {}))
+        status = KafkaMirrorStatus.model_validate(found.get("status") or {})
+        return Forward(spec, status, str(found["metadata"]["uid"]))
 
     def mark_resumed(self, name: str, operation_id: str, resumed: ResumedBy) -> bool:
         # A JSON patch whose test fails when the record is another operation's by now.
@@ -91,6 +93,7 @@ class KubeMirrors:
 def resume_forward(
     op: OperationStatus,
     own_name: str,
+    own_uid: str,
     config: WorkerConfig,
     forward_name: str,
     mirrors: Mirrors,
@@ -118,6 +121,9 @@ def resume_forward(
             op.message = f"waiting for {forward_name}'s {requested.type} {requested.id} to complete"
             return False
         if record.resumed_by is None:
+            if refused := _not_its_reverse(forward_name, forward.spec, record, own_name, own_uid):
+                op.message = refused
+                return False
             mark = ResumedBy(mirror=own_name, id=op.id, at=now)
             mirrors.mark_resumed(forward_name, record.id, mark)
             op.message = f"starting {forward_name} again (its {requested.type} {requested.id})"
@@ -129,3 +135,29 @@ def resume_forward(
         return False
     op.message = f"{forward_name} mirrors {way} again ({forward.status.replicas} workers)"
     return True
+
+
+def _not_its_reverse(
+    forward_name: str,
+    forward: KafkaMirrorSpec,
+    record: OperationStatus,
+    own_name: str,
+    own_uid: str,
+) -> str | None:
+    """Why this mirror may not start the forward one again, or None: only the forward mirror's
+    owner says which mirror may (its `spec.reverse`), and only that mirror as it was when the
+    forward's operation first saw it, not one re-created under its name."""
+    if forward.reverse != own_name:
+        named = f"names {forward.reverse}" if forward.reverse else "names none"
+        return (
+            f"{forward_name}'s spec.reverse {named}: only the mirror it names may start it again "
+            f"(its owner sets spec.reverse: {own_name}, or removes its operation)"
+        )
+    if record.reverse_uid is None:
+        return f"waiting for {forward_name} to record its reverse mirror {own_name}"
+    if record.reverse_uid != own_uid:
+        return (
+            f"{forward_name}'s {record.type} {record.id} names another {own_name} (uid "
+            f"{record.reverse_uid}): a mirror re-created under that name may not start it again"
+        )
+    return None
