@@ -27,6 +27,18 @@ def is_internal(topic: str) -> bool:
     return bool(_INTERNAL.fullmatch(topic))
 
 
+# Where other systems keep their own state, by their default names: Schema Registry's schemas,
+# Confluent's components, Kafka Connect's configs, offsets and status, Kafka Streams' state
+# store changelogs and repartition topics. Copies written there would corrupt that state.
+_OTHERS_STATE = re.compile(
+    r"_schemas|_confluent-.*|connect-(configs|offsets|status)|.*-changelog|.*-repartition"
+)
+
+
+def holds_others_state(topic: str) -> bool:
+    return bool(_OTHERS_STATE.fullmatch(topic))
+
+
 @dataclass(frozen=True)
 class TopicNamer:
     """Remote topic names for one source alias under one policy."""
@@ -114,7 +126,8 @@ def plan_topics(
     """Select topics (the union of all selections) and name them on the target.
 
     Internal topics are never selected. A selected topic is skipped, with the reason, when it
-    came from the target (a cycle) or when its remote name would be too long for Kafka.
+    came from the target (a cycle), when its remote name would be too long for Kafka, or when,
+    under identity naming, its name is where another system keeps its state on the target.
     """
     mirrored: dict[str, str] = {}
     skipped: list[SkippedTopic] = []
@@ -127,6 +140,15 @@ def plan_topics(
                 SkippedTopic(
                     name=topic,
                     reason=f"came from {target_alias}: mirroring it back would be a cycle",
+                )
+            )
+        elif namer.policy == "identity" and holds_others_state(remote):
+            skipped.append(
+                SkippedTopic(
+                    name=topic,
+                    reason="under identity naming its copy would go to a topic where Schema "
+                    "Registry, Kafka Connect or Kafka Streams keeps its state on the target: "
+                    "never written (mirror it under prefix or suffix naming)",
                 )
             )
         elif len(remote) > MAX_TOPIC_NAME_LENGTH:

@@ -295,7 +295,8 @@ def start_identity_pair(
         create_topics(cluster.bootstrap_servers, [topic], partitions=partitions)
     create_topics(kafka_a.bootstrap_servers, [derived], partitions=partitions)
     includes = [re.escape(topic), re.escape(derived)]
-    naming = {"policy": "identity"}
+    # Active/active: each side's topics are its applications' own, which both mirrors adopt.
+    naming = {"policy": "identity", "adopt": includes}
     forward = worker_config(kafka_a, kafka_b, includes, topicNaming=naming)
     backward = worker_config(kafka_b, kafka_a, includes, topicNaming=naming)
     backward["source"]["alias"], backward["target"]["alias"] = "B", "A"

@@ -223,7 +223,8 @@ def test_identity_both_ways_passes_with_the_cycle_skips_counted(
     topic = unique("identity")
     for cluster in (stack.kafka_a, stack.kafka_b):
         create_topics(cluster.bootstrap_servers, [topic])
-    naming = {"policy": "identity"}
+    # Each side's `t` is its applications' own: both mirrors adopt it.
+    naming = {"policy": "identity", "adopt": [re.escape(topic)]}
     forward = worker_config(stack.kafka_a, stack.kafka_b, [re.escape(topic)], topicNaming=naming)
     backward = worker_config(stack.kafka_b, stack.kafka_a, [re.escape(topic)], topicNaming=naming)
     backward["source"]["alias"], backward["target"]["alias"] = "B", "A"  # type: ignore[index]

@@ -195,7 +195,9 @@ def test_the_identity_worker_skips_copies_mirrors_the_rest_and_settles(
 def test_a_topic_is_mirrored_once_the_ids_it_needs_are_known(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sync = TopicSync(cast(Clients, None), WorkerMetrics(), lambda *_: None, ("syncs", "checks"))
+    sync = TopicSync(
+        cast(Clients, None), WorkerMetrics(), lambda *_: None, ("syncs", "checks"), "ns/m"
+    )
     plan = TopicPlan({"t": "t", "u": "u"}, [])
     a_u = b"\xa2" * 16
     # Identity naming needs both: `u`'s remote topic was just created, and the broker asked

@@ -53,7 +53,7 @@ def test_selection_defaults_to_mirroring_nothing() -> None:
 def test_wire_names_are_camel_case() -> None:
     spec = KafkaMirrorSpec.model_validate(mirror_spec(topicNaming={"policy": "prefix"}))
     dumped = spec.model_dump(by_alias=True)
-    assert dumped["topicNaming"] == {"policy": "prefix", "separator": "."}
+    assert dumped["topicNaming"] == {"policy": "prefix", "separator": ".", "adopt": []}
     assert dumped["source"]["bootstrapServers"] == "kafka-a:9092"
     assert "offsetSyncs" in dumped and "maxLag" in dumped["offsetSyncs"]
 

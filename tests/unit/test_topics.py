@@ -177,3 +177,17 @@ def test_source_name_is_none_for_local_names_and_under_identity() -> None:
     assert TopicNamer("A").source_name("orders.B") is None
     assert TopicNamer("A", "prefix").source_name("B.orders") is None
     assert TopicNamer("A", "identity").source_name("orders") is None
+
+
+@pytest.mark.parametrize(
+    "topic",
+    ["_schemas", "_confluent-metrics", "connect-offsets", "app-store-changelog", "x-repartition"],
+)
+def test_under_identity_naming_no_topic_goes_where_another_system_keeps_state(topic: str) -> None:
+    everything = [NameFilter((".*",))]
+    plan = plan_topics([topic], everything, TopicNamer("A", "identity"), "B")
+    assert plan.mirrored == {} and "Schema Registry, Kafka Connect or Kafka Streams" in (
+        plan.skipped[0].reason
+    )
+    # Under prefix naming its copy is `A.<topic>`, no other system's.
+    assert plan_topics([topic], everything, TopicNamer("A", "prefix"), "B").mirrored

@@ -61,6 +61,22 @@ class TopicNaming(ApiModel):
     separator: Annotated[str, Field(min_length=1, max_length=8, pattern=r"^[._-]+$")] = Field(
         default=".", description="Between the topic name and the alias."
     )
+    adopt: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_LENGTH)]],
+        Field(max_length=MAX_PATTERNS),
+    ] = Field(
+        default_factory=list,
+        description="`identity` only: target topics that exist though this mirror did not "
+        "create them, which it may write into (whole-name RE2 patterns: an application's own "
+        "`t` in an active/active pair, say). Any other existing topic is left untouched, "
+        "with the reason in the workers' `kafka_mirror_skipped_topic` metric and log; Schema "
+        "Registry's, Kafka Connect's and Kafka Streams' internal topics are never targets.",
+    )
+
+    @field_validator("adopt")
+    @classmethod
+    def _compile(cls, patterns: list[str]) -> list[str]:
+        return validate_patterns(patterns)
 
 
 class OffsetSyncs(ApiModel):

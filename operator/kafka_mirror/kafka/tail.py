@@ -1,12 +1,19 @@
-"""Reading small internal topics (offset syncs, checkpoints, the audit's watermarks): one
-incrementally, or once to its end."""
+"""Small internal topics (offset syncs, checkpoints, the audit's watermarks, the records of what
+a mirror made on the target): read incrementally or once to the end, and written acknowledged."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from kafka_mirror.kafka.client import ClusterUnavailable, reader
 
@@ -95,3 +102,20 @@ def read_to_end(
     if pending:
         raise ClusterUnavailable("KafkaError", f"{topic} not read to its end in time")
     return records
+
+
+def write_acknowledged(
+    producer: Producer, topic: str, records: list[tuple[bytes, bytes]], timeout: float
+) -> None:
+    """Write the records; raises OSError unless every one was acknowledged within `timeout`."""
+    failed: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _: object) -> None:
+        if error is not None:
+            failed.append(error)
+
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, on_delivery=delivered)
+    if producer.flush(timeout) > 0 or failed:
+        reason = failed[0].str() if failed else "not acknowledged in time"
+        raise OSError(f"{len(records)} records to {topic}: {reason}")

@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kafka_mirror.kafka.tail import read_to_end
+from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
 from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.metrics import WorkerMetrics
@@ -189,20 +189,14 @@ class GrantRecords:
         if not self.created:  # made at the first binding: a target without ACLs gets no topic
             remote_topics.ensure_internal_topic(self.clients.target_admin, ACL_GRANTS_TOPIC)
             self.created = True
-        producer = self.clients.checkpoints_producer
-        failed: list[KafkaError] = []
-
-        def delivered(error: KafkaError | None, _: object) -> None:
-            if error is not None:
-                failed.append(error)
-
-        for grant in sorted(grants):
-            key = json.dumps([mirror, asdict(grant)], sort_keys=True).encode()
-            value = b"1" if owned else b"0"
-            producer.produce(ACL_GRANTS_TOPIC, key=key, value=value, on_delivery=delivered)
-        if producer.flush(ADMIN_SECONDS) > 0 or failed:
-            reason = failed[0].str() if failed else "not acknowledged in time"
-            raise OSError(f"the records of {len(grants)} ACL bindings: {reason}")
+        value = b"1" if owned else b"0"
+        records = [
+            (json.dumps([mirror, asdict(grant)], sort_keys=True).encode(), value)
+            for grant in sorted(grants)
+        ]
+        write_acknowledged(
+            self.clients.checkpoints_producer, ACL_GRANTS_TOPIC, records, ADMIN_SECONDS
+        )
 
 
 class AclSync:

@@ -96,6 +96,7 @@ class MirrorWorker(ABC):
             metrics,
             self._set_reachable,
             (syncs_topic, self.checkpoint_task.topic),
+            config.mirror,
         )
         self.partitions = Partitions(
             self.clients,

@@ -28,6 +28,7 @@ from kafka_mirror.topics import TopicPlan, plan_topics
 from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.metrics import WorkerMetrics
+from kafka_mirror.worker.topic_owners import TopicOwners
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class TopicObservation:
     source_ids: dict[str, bytes | None]
     remote_ids: dict[str, bytes | None]
     identity: bool
+    foreign: set[str]  # identity naming: remote topics that exist and are not this mirror's
 
 
 class TopicSync:
@@ -52,6 +54,7 @@ class TopicSync:
         metrics: WorkerMetrics,
         set_reachable: Callable[[str, bool], None],
         internal_topics: tuple[str, str],  # offset syncs, checkpoints
+        mirror: str,
     ) -> None:
         self.clients, self.metrics, self.set_reachable = clients, metrics, set_reachable
         self.offset_syncs_topic, self.checkpoints_topic = internal_topics
@@ -63,6 +66,7 @@ class TopicSync:
         self.source_ids: dict[str, bytes | None] = {}
         self.remote_ids: dict[str, bytes | None] = {}
         self.internal_topics_ready = False
+        self.owners = TopicOwners(clients, mirror)
         self._last_problems: list[str] = []
         self._last_unnamed: set[str] = set()
 
@@ -94,9 +98,16 @@ class TopicSync:
             self.set_reachable("target", True)
             if not self.internal_topics_ready:
                 self._create_internal_topics()
-            new = {t for t, r in plan.mirrored.items() if r not in existing}
+            foreign: set[str] = set()
+            if identity:
+                foreign = self.owners.foreign(config, remote_topics.topic_ids(target, existing))
+                wanted = {r: count for r, count in wanted.items() if r not in foreign}
+                self.owners.creating(sorted(r for r in wanted if r not in existing))
+            new = {t for t, r in plan.mirrored.items() if r in wanted and r not in existing}
             configs = self._remote_configs(config, new, plan)
             failed = set(remote_topics.create_or_grow(target, wanted, existing, configs))
+            if identity:
+                self.owners.not_created({r for r in failed if r not in existing})
             unknown = [r for r in wanted if r not in failed and r not in self.max_record_bytes]
             limits = remote_topics.max_message_bytes(target, unknown)
             by_remote = remote_topics.topic_ids(target, wanted) if identity else {}
@@ -105,7 +116,9 @@ class TopicSync:
             raise
         remote_ids = {t: by_remote[r] for t, r in plan.mirrored.items() if r in by_remote}
         partitions = {r: max(existing.get(r, 0), wanted[r]) for r in wanted}
-        return TopicObservation(plan, failed, partitions, limits, source_ids, remote_ids, identity)
+        return TopicObservation(
+            plan, failed, partitions, limits, source_ids, remote_ids, identity, foreign
+        )
 
     def apply(self, seen: TopicObservation) -> TopicPlan:
         """Take in what `observe` found (on the loop); returns the topics to mirror now."""
@@ -113,15 +126,29 @@ class TopicSync:
         self.internal_topics_ready = True  # an observation made sure they exist
         self.max_record_bytes.update(seen.max_record_bytes)
         unnamed = self._keep_ids(plan, seen.source_ids, seen.remote_ids, seen.identity)
-        skipped = plan.skipped + [
-            SkippedTopic(
-                name=topic, reason="the remote topic could not be created (see the worker log)"
-            )
-            for topic, remote in plan.mirrored.items()
-            if remote in seen.failed
-        ]
+        skipped = (
+            plan.skipped
+            + [
+                SkippedTopic(
+                    name=topic, reason="the remote topic could not be created (see the worker log)"
+                )
+                for topic, remote in plan.mirrored.items()
+                if remote in seen.failed
+            ]
+            + [
+                SkippedTopic(
+                    name=topic,
+                    reason=f"{remote} exists on the target and this mirror did not create it: "
+                    "under identity naming it writes only into its own topics and those "
+                    "topicNaming.adopt names",
+                )
+                for topic, remote in plan.mirrored.items()
+                if remote in seen.foreign
+            ]
+        )
+        left_out = seen.failed | seen.foreign
         mirrored = {
-            t: r for t, r in plan.mirrored.items() if r not in seen.failed and t not in unnamed
+            t: r for t, r in plan.mirrored.items() if r not in left_out and t not in unnamed
         }
         if skipped != self.plan.skipped:
             for skip in skipped:
