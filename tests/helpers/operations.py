@@ -92,7 +92,7 @@ class FakeCluster:
         self._answer()
         return {(originals[t], p): o for (t, p), o in positions.items() if t in originals}
 
-    def read_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
+    def read_checkpoints(self, topic: str, mirror: str) -> dict[CheckpointKey, Checkpoint]:
         self._answer()
         return dict(self.checkpoints)
 

@@ -185,7 +185,8 @@ class Admins:
     def list_offsets(self, asked: Any, request_timeout: float) -> Any:
         return {tp: Answered(SimpleNamespace(offset=self.remote_end)) for tp in asked}
 
-    def produce(self, topic: str, key: bytes, value: bytes) -> None:
+    def produce(self, topic: str, key: bytes, value: bytes, headers: Any) -> None:
+        assert [name for name, _ in headers] == ["kmirror.mirror"]  # whose checkpoint it is
         self.produced.append(Checkpoint.decode(key, value))
 
     def flush(self, timeout: float) -> int:

@@ -55,8 +55,9 @@ class Cluster(Protocol):
         original on `alias`), where it resumes in the originals."""
         ...
 
-    def read_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
-        """The newest checkpoint of each (group, topic, partition) in checkpoints topic `topic`."""
+    def read_checkpoints(self, topic: str, mirror: str) -> dict[CheckpointKey, Checkpoint]:
+        """The newest checkpoint `mirror` wrote of each (group, topic, partition) in checkpoints
+        topic `topic`."""
         ...
 
     def commit_exactly(self, group: str, offsets: dict[Position, int]) -> Committed:
@@ -104,8 +105,8 @@ class ConfluentCluster:
     ) -> dict[Position, int]:
         return original_positions(self._settings, positions, alias, originals)
 
-    def read_checkpoints(self, topic: str) -> dict[CheckpointKey, Checkpoint]:
-        return read_checkpoints(self._settings, topic)
+    def read_checkpoints(self, topic: str, mirror: str) -> dict[CheckpointKey, Checkpoint]:
+        return read_checkpoints(self._settings, topic, mirror)
 
     def commit_exactly(self, group: str, offsets: dict[Position, int]) -> Committed:
         return commit_to_idle_group(self._groups, group, offsets, exact=True)

@@ -140,7 +140,8 @@ def _commit(
 ) -> None:
     """Commit each selected group's newest checkpoint to the group on the target, and for a
     promote or a return the reverse checkpoints too."""
-    newest = target.read_checkpoints(checkpoints_topic(config.source.alias))
+    # Only this mirror's: another mirror from the same alias writes the same topic.
+    newest = target.read_checkpoints(checkpoints_topic(config.source.alias), config.mirror)
     wanted: dict[str, dict[Position, int]] = {}
     groups = config.groups_checkpointed()
     for (group, topic, partition), checkpoint in newest.items():
@@ -194,7 +195,9 @@ def _step(
         elif access.target is None:
             op.message = "lag 0; the target cannot be read for the final checkpoints"
         else:
-            checkpoints = access.target.read_checkpoints(checkpoints_topic(config.source.alias))
+            checkpoints = access.target.read_checkpoints(
+                checkpoints_topic(config.source.alias), config.mirror
+            )
             positions = access.source.group_offsets(config.groups_checkpointed())
             pending = pending_checkpoints(positions, mirrored, checkpoints)
             if pending:

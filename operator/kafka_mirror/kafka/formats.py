@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 HEARTBEATS_TOPIC = "heartbeats"
 PROVENANCE_HEADER = "kmirror.src"
+# On a checkpoint, the mirror (namespace/name) that wrote it: mirrors from one source alias share
+# the target's checkpoints topic, and an operation hands over only its own mirror's groups.
+WRITER_HEADER = "kmirror.mirror"
 TOPIC_ID_BYTES = 16  # a Kafka topic ID (a UUID), as Kafka writes it: two big-endian INT64
 PROVENANCE_FIELDS_BYTES = 12  # after the alias: INT32 partition, INT64 offset
 

@@ -17,7 +17,7 @@ from confluent_kafka import ConsumerGroupState, KafkaException
 
 from kafka_mirror.kafka.client import Position
 from kafka_mirror.kafka.coordinator import GroupCoordinator
-from kafka_mirror.kafka.formats import Checkpoint
+from kafka_mirror.kafka.formats import WRITER_HEADER, Checkpoint
 from kafka_mirror.kafka.tail import read_to_end
 
 log = logging.getLogger(__name__)
@@ -76,11 +76,14 @@ def commit_to_idle_group(
     return Committed(offsets=updates)
 
 
-def read_checkpoints(settings: dict[str, Any], topic: str) -> dict[CheckpointKey, Checkpoint]:
-    """The newest checkpoint of each (group, downstream topic, partition) in checkpoints topic
-    `topic`, read to its end ({} before the first is written). Raises ClusterUnavailable."""
+def read_checkpoints(
+    settings: dict[str, Any], topic: str, mirror: str
+) -> dict[CheckpointKey, Checkpoint]:
+    """The newest checkpoint `mirror` wrote (or a version before the writer header) of each
+    (group, downstream topic, partition) in checkpoints topic `topic`, read to its end ({}
+    before the first is written). Raises ClusterUnavailable."""
     newest: dict[CheckpointKey, Checkpoint] = {}
-    for key, value in read_to_end(settings, topic):
+    for key, value in read_to_end(settings, topic, header=(WRITER_HEADER, mirror.encode())):
         checkpoint = Checkpoint.decode(key, value)
         newest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
     return newest

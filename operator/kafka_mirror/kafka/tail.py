@@ -66,11 +66,14 @@ def read_to_end(
     topic: str,
     starts: dict[int, int] | None = None,
     timeout: float = 30.0,
+    header: tuple[str, bytes] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Every record (key, value; no deletion marker) of a small internal topic, each partition
     from `starts` (from its beginning: all of them, or where `starts` says OFFSET_BEGINNING) to
-    its end when called, in order per partition; none for a topic that does not exist yet.
-    Raises ClusterUnavailable when it cannot read it to its end within `timeout`."""
+    its end when called, in order per partition; none for a topic that does not exist yet; with
+    `header` (name, value), only the records whose header of that name has that value or that
+    have none of that name (written before the header was). Raises ClusterUnavailable when it
+    cannot read it to its end within `timeout`."""
     consumer = reader(settings, "kafka-mirror-internal-topics")
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
@@ -93,7 +96,12 @@ def read_to_end(
                 error, key, value = message.error(), message.key(), message.value()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
                     pending.discard(message.partition() or 0)
-                elif error is None and key is not None and value:  # (others are retried)
+                elif (
+                    error is None  # (others are retried)
+                    and key is not None
+                    and value
+                    and (header is None or _carries(message.headers() or [], header))
+                ):
                     records.append((key, value))
     except KafkaException as error:
         raise ClusterUnavailable("KafkaError", f"cannot read {topic}: {error.args[0]}") from error
@@ -102,6 +110,13 @@ def read_to_end(
     if pending:
         raise ClusterUnavailable("KafkaError", f"{topic} not read to its end in time")
     return records
+
+
+def _carries(headers: Any, header: tuple[str, bytes]) -> bool:
+    """Whether a record's headers (a consumer's list of name, value) have `header`, or none of
+    its name."""
+    values = [value for name, value in headers if name == header[0]]
+    return not values or header[1] in values
 
 
 def write_acknowledged(

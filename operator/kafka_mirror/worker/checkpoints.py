@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.kafka.client import ADMIN_TIMEOUT
 from kafka_mirror.kafka.coordinator import GroupCoordinator
-from kafka_mirror.kafka.formats import Checkpoint, OffsetSync
+from kafka_mirror.kafka.formats import WRITER_HEADER, Checkpoint, OffsetSync
 from kafka_mirror.kafka.groups import commit_to_idle_group
 from kafka_mirror.kafka.tail import TopicTail
 from kafka_mirror.topics import NameFilter
@@ -69,6 +69,7 @@ class Checkpointer:
         sync_group_offsets: bool,
         metrics: WorkerMetrics,
         target_reader: ProvenanceReader | None = None,
+        writer: str = "",
     ) -> None:
         self.source_admin, self.target_admin = source_admin, target_admin
         self.source_coordinator, self.target_coordinator = source_coordinator, target_coordinator
@@ -77,6 +78,7 @@ class Checkpointer:
         self.groups, self.sync_group_offsets = groups, sync_group_offsets
         self.metrics = metrics
         self.target_reader = target_reader
+        self.headers: list[tuple[str, str | bytes | None]] = [(WRITER_HEADER, writer.encode())]
         if target_reader is None:
             log.warning("no reader on the target: checkpoints use MirrorMaker 2's translation only")
         self.store = OffsetSyncStore()
@@ -147,7 +149,10 @@ class Checkpointer:
         checkpoints = self._checkpoints_for(group, owned, topics)
         for checkpoint in checkpoints:
             self.producer.produce(
-                self.checkpoints_topic, key=checkpoint.key(), value=checkpoint.value()
+                self.checkpoints_topic,
+                key=checkpoint.key(),
+                value=checkpoint.value(),
+                headers=self.headers,
             )
             self.emitted[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
         if checkpoints:

@@ -45,6 +45,7 @@ class CheckpointTask:
                 config.source.alias,
                 config.offset_syncs.max_lag,
             ),
+            writer=config.mirror,
         )
 
     def load_emitted(self) -> None:
