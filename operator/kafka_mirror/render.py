@@ -177,8 +177,12 @@ def build_worker_config(
         topic_naming=spec.topic_naming,
         selections=sorted(
             (
-                s.model_copy(update={"within": spec.selection_bound(s.ref(), namespace)})
+                s.model_copy(update={"within": bound})
                 for s in selections
+                # One of another namespace granted nothing is left out: its author may not
+                # even put text into this mirror's configuration.
+                if (bound := spec.selection_bound(s.ref(), namespace)) != []
+                or s.namespace == namespace
             ),
             key=lambda s: (s.namespace != namespace, s.namespace, s.name),
         ),

@@ -331,7 +331,17 @@ def start_failback(
     """The reverse mirror b-to-a (`t` as `t.B`; never `t.A` back), once it is Ready."""
     source = {"alias": "B", "bootstrapServers": b.bootstrap_servers}
     target = {"alias": "A", "bootstrapServers": a.bootstrap_servers}
-    apply(api, mirror("b-to-a", namespace, source, target, offsetSyncs={"maxLag": MAX_LAG}))
+    apply(
+        api,
+        mirror(
+            "b-to-a",
+            namespace,
+            source,
+            target,
+            offsetSyncs={"maxLag": MAX_LAG},
+            standbyFor="a-to-b",  # as the runbook's manifest: the pair a Return starts again
+        ),
+    )
     apply(api, selection("failback", namespace, "b-to-a", [topic], (".*\\.A",)))
 
     def ready() -> bool:

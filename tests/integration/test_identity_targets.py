@@ -2,20 +2,23 @@
 against the real clusters, checked by content on B: an application's own `t` on B keeps exactly
 its records, Schema Registry's and a Kafka Streams changelog's names are never created on B, a
 topic the mirror created is still its own after the worker restarts, and adopting `t` lets the
-copies in."""
+copies in. The operator's status lists the topics the workers leave alone."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from kubernetes import client
 
+from kafka_mirror.kube import apply
 from tests.helpers.kafka import admin_for, consume, create_topics, produce, records, unique
 from tests.helpers.kafka import end_offsets as kafka_end_offsets
+from tests.helpers.objects import get_custom, mirror, selection
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import wait_for, worker_config
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka]
 
 
 def test_identity_naming_writes_only_into_its_own_or_adopted_topics(stack: MirrorStack) -> None:
@@ -63,3 +66,34 @@ def test_identity_naming_writes_only_into_its_own_or_adopted_topics(stack: Mirro
         lambda: f"the adopted topic to take the copies: {kafka_end_offsets(b, app)}",
     )
     assert worker.metric("kafka_mirror_active_topic", topic=app) == 1
+
+
+@pytest.mark.kube
+@pytest.mark.usefixtures("operator")
+def test_the_status_lists_a_foreign_target_topic_as_skipped(
+    kube_api: client.ApiClient, namespace: str, stack: MirrorStack
+) -> None:
+    """The operator applies the workers' rule: a Promote waits for no topic the workers never
+    write, and people see why it is not mirrored."""
+    a, b = stack.kafka_a.bootstrap_servers, stack.kafka_b.bootstrap_servers
+    p = unique("ident")
+    app = f"{p}.app"
+    create_topics(a, [app])
+    create_topics(b, [app])
+    naming = {"policy": "identity"}
+    source, target = {"bootstrapServers": a}, {"bootstrapServers": b}
+    apply(kube_api, mirror("m", namespace, source, target, topicNaming=naming))
+    apply(kube_api, selection("all", namespace, "m", [f"{re.escape(p)}.*"]))
+
+    def skipped() -> list[dict[str, str]]:
+        status = get_custom(kube_api, namespace, "kafkamirrors", "m").get("status") or {}
+        return list(status.get("skippedTopics") or [])
+
+    wait_for(
+        lambda: [s["name"] for s in skipped()] == [app],
+        60,
+        lambda: f"the foreign topic among the skipped: {skipped()}",
+    )
+    assert "did not create it" in skipped()[0]["reason"]
+    apply(kube_api, mirror("m", namespace, source, target, topicNaming={**naming, "adopt": [".*"]}))
+    wait_for(lambda: skipped() == [], 60, lambda: f"adopted, no longer skipped: {skipped()}")

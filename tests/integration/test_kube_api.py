@@ -63,7 +63,7 @@ def test_crds_are_established(kube_api: client.ApiClient) -> None:
 
 def test_valid_mirror_is_stored_with_defaults(kube_api: client.ApiClient, namespace: str) -> None:
     stored = create(kube_api, namespace, MIRROR)
-    assert stored["spec"]["topicNaming"] == {"policy": "suffix", "separator": "."}
+    assert stored["spec"]["topicNaming"] == {"policy": "suffix", "separator": ".", "adopt": []}
     assert stored["spec"]["replicas"] == 1
     assert stored["spec"]["offsetSyncs"] == {"maxLag": 100, "location": "source"}
     assert stored["spec"]["checkpoints"]["groups"] == {

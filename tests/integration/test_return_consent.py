@@ -53,7 +53,8 @@ def test_a_tenants_return_does_not_start_another_teams_mirror(
     assert operation(kube_api, namespace, "rogue").get("phase") == "ResumingMirror"
 
     back = {"type": "Return", "id": "back", "resume": "a-to-b"}
-    reverse = mirror("b-to-a", namespace, {**b, "alias": "B"}, {**a, "alias": "A"}, operation=back)
+    way_back = ({**b, "alias": "B"}, {**a, "alias": "A"})
+    reverse = mirror("b-to-a", namespace, *way_back, operation=back, standbyFor="a-to-b")
     apply(kube_api, reverse)
     wait_for(
         lambda: (

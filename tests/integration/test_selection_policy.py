@@ -158,7 +158,8 @@ def test_a_selection_named_to_fit_a_grant_gets_only_what_its_namespace_is_grante
             lambda: f"team C's selection to say it is granted nothing: {status(team_c)}",
         )
         assert status(team_c).get("matchedTopicCount") == 0
-        wanted = {f"{team_b}/team-a-all": [f"team-b\\.{run}\\..*"], f"{team_c}/team-a-all": []}
+        # Team C's, granted nothing, is not even in the mirror's configuration.
+        wanted = {f"{team_b}/team-a-all": [f"team-b\\.{run}\\..*"]}
         wait_for(
             lambda: configured(kube_api, namespace) == wanted,
             60,

@@ -50,9 +50,12 @@ TARGET_USERNAME = SecretKeyRef(name="target-credentials", key="plain-user")
 TARGET_PASSWORD = SecretKeyRef(name="target-credentials", key="plain-pass")
 
 SELECTIONS = [
-    SelectionPatterns(name="zeta", includes=["zeta\\..*"], excludes=[]),
+    SelectionPatterns(name="zeta", namespace="team-a", includes=["zeta\\..*"], excludes=[]),
     SelectionPatterns(
-        name="alpha", includes=["orders", "payments\\..*"], excludes=["payments\\.secret.*"]
+        name="alpha",
+        namespace="team-a",
+        includes=["orders", "payments\\..*"],
+        excludes=["payments\\.secret.*"],
     ),
 ]
 
@@ -254,7 +257,7 @@ def test_checksum_ignores_selections_which_the_workers_reload_live() -> None:
     with_two, _ = worker_config(spec, SELECTIONS)
     with_none, _ = worker_config(spec, [])
     with_other, _ = worker_config(
-        spec, [SelectionPatterns(name="other", includes=["x"], excludes=["y"])]
+        spec, [SelectionPatterns(name="other", namespace="team-a", includes=["x"], excludes=["y"])]
     )
     checksum = config_checksum(with_two, versions)
     assert config_checksum(with_none, versions) == checksum

@@ -152,29 +152,31 @@ def test_a_return_starts_only_the_mirror_whose_owner_named_it_by_uid(
 
 def test_a_failover_records_the_uid_of_its_reverse_once_seen(kafka: FakeKafka) -> None:
     requested = spec({"type": "Failover", "id": "a-lost"}, reverse="b-to-a")
-    back = Forward(
-        spec(
-            source={"alias": "B", "bootstrapServers": "b:9092"},
-            target={"alias": "A", "bootstrapServers": "a:9092"},
-        ),
-        status(),
-        "uid-1",
-    )
+    way_back = {
+        "source": {"alias": "B", "bootstrapServers": "b:9092"},
+        "target": {"alias": "A", "bootstrapServers": "a:9092"},
+    }
+    back = Forward(spec(standbyFor="m", **way_back), status(), "uid-1")  # CONFIG is ns/m's
 
     class Reverse(FakeMirrors):
         def read(self, name: str) -> Forward | None:
             return back if name == "b-to-a" else None
 
-    op, _ = advance(requested, None, status(), CONFIG, None, kafka.access(Reverse(None)), NOW)
-    assert op is not None and op.reverse_uid == "uid-1"
+    def recorded(previous: OperationStatus | None = None) -> str | None:
+        access = kafka.access(Reverse(None))
+        op, _ = advance(requested, previous, status(), CONFIG, None, access, NOW)
+        assert op is not None
+        return op.reverse_uid
+
+    assert recorded() == "uid-1"
+    first = OperationStatus(id="a-lost", type="Failover", phase="Completed", reverse_uid="uid-1")
     back = Forward(back.spec, back.status, "uid-2")  # re-created since: the first one stays
-    op, _ = advance(requested, op, status(), CONFIG, None, kafka.access(Reverse(None)), NOW)
-    assert op is not None and op.reverse_uid == "uid-1"
-    same_way = Forward(spec(), status(), "uid-3")  # not the way back: never recorded
-    unrecorded, _ = advance(
-        requested, None, status(), CONFIG, None, kafka.access(FakeMirrors(same_way)), NOW
-    )
-    assert unrecorded is not None and unrecorded.reverse_uid is None
+    assert recorded(first) == "uid-1"
+    # Never recorded: one that goes the same way, or one that does not stand by for this
+    # mirror (a name taken by someone else before the owner made it).
+    for wrong in (spec(standbyFor="m"), spec(**way_back)):
+        back = Forward(wrong, status(), "uid-3")
+        assert recorded() is None
 
 
 def test_a_return_waits_while_the_mirror_it_resumes_cannot_be_read() -> None:

@@ -34,9 +34,9 @@ def selected(spec: KafkaMirrorSpec, selection: str, namespace: str = "ns") -> li
     mirror in namespace `ns`, as the workers' configuration compiles it."""
     patterns = SelectionPatterns(name=selection, namespace=namespace, includes=[".*"])
     config, _ = build_worker_config("ns", "m", spec, [patterns])
-    (usable,), problems = config.compiled_selections()
-    assert problems == []
-    return [t for t in SOURCE_TOPICS if usable.matches(t)]
+    usable, problems = config.compiled_selections()
+    assert problems == [] and len(usable) <= 1  # none: left out, granted nothing
+    return [t for t in SOURCE_TOPICS if any(u.matches(t) for u in usable)]
 
 
 @pytest.mark.parametrize(
@@ -79,8 +79,13 @@ def test_grants_to_namespaces_cover_only_their_selections(
     assert selected(spec(NAMESPACE_GRANTS), selection, namespace) == topics
 
 
-def test_a_selection_of_another_namespace_selects_nothing_without_a_policy() -> None:
-    assert selected(spec(), "everything", "elsewhere") == []
+def test_a_selection_of_another_namespace_granted_nothing_is_left_out_of_the_configuration() -> (
+    None
+):
+    ungranted = SelectionPatterns(name="big", namespace="elsewhere", includes=["x" * 1000])
+    for policy in (None, GRANTS):
+        config, _ = build_worker_config("ns", "m", spec(policy), [ungranted])
+        assert config.selections == []
     assert selected(spec(), "everything", "ns") == SOURCE_TOPICS
 
 

@@ -23,6 +23,7 @@ from kafka_mirror.controller.inputs import MirrorInputs, selection_mirror, selec
 from kafka_mirror.controller.metrics import OperatorMetrics
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
+from kafka_mirror.controller.selections import observe_selection
 from kafka_mirror.controller.serial import AppliedChildren, OnePerKey
 from kafka_mirror.controller.status import Event, mirror_events, unusable_spec_status
 from kafka_mirror.render import Images
@@ -261,7 +262,7 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         assert body.metadata.namespace is not None
         mirror_namespace, mirror = selection_mirror(body.metadata.namespace, body.spec)
         exists = f"{mirror_namespace}/{mirror}" in mirrors
-        current = reconcile.observe_selection(body, previous, exists, readers, datetime.now(UTC))
+        current = observe_selection(body, previous, exists, readers, datetime.now(UTC))
         patch = refresh.status_patch(current)
         if refresh.changes(raw.get("status"), patch):  # mostly the same: no request then
             refresh.patch_status(api, SELECTIONS, raw, patch)

@@ -321,8 +321,8 @@ def advance(
         first: Phase = "StoppingWorkers" if requested.type == "Failover" else "CatchingUp"
         op = OperationStatus(id=requested.id, type=requested.type, phase=first, started_at=now)
         started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
-        return _with_reverse(spec, op, access), [started]
-    op = _with_reverse(spec, op, access)
+        return _with_reverse(spec, config, op, access), [started]
+    op = _with_reverse(spec, config, op, access)
     if op.phase == "Completed":
         return _source_back(op, status, config, mirrored, access)
     op = op.model_copy(deep=True)
@@ -339,9 +339,12 @@ def advance(
     return op, [Event("Normal", reason, op.message)]
 
 
-def _with_reverse(spec: KafkaMirrorSpec, op: OperationStatus, access: Access) -> OperationStatus:
+def _with_reverse(
+    spec: KafkaMirrorSpec, config: WorkerConfig, op: OperationStatus, access: Access
+) -> OperationStatus:
     """A promote or failover's record with the uid of the mirror `spec.reverse` names, once seen
-    (the only one whose Return may start this mirror again), kept from then on."""
+    (the only one whose Return may start this mirror again), kept from then on. That mirror
+    must stand by for this one (`standbyFor`): the pair is declared from both sides."""
     if op.type == "Return" or spec.reverse is None or op.reverse_uid is not None:
         return op
     if access.mirrors is None or op.resumed_by is not None:
@@ -352,6 +355,8 @@ def _with_reverse(spec: KafkaMirrorSpec, op: OperationStatus, access: Access) ->
         return op  # the next refresh records it
     way_back = (spec.target.alias, spec.source.alias)
     if reverse is None or (reverse.spec.source.alias, reverse.spec.target.alias) != way_back:
+        return op
+    if reverse.spec.standby_for != config.mirror.rsplit("/", 1)[-1]:
         return op
     return op.model_copy(update={"reverse_uid": reverse.uid})
 

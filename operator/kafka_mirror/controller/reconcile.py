@@ -17,8 +17,8 @@ from kubernetes.dynamic.exceptions import DynamicApiError
 
 from kafka_mirror import render, render_audit
 from kafka_mirror.api.models import GROUP, VERSION
-from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
-from kafka_mirror.api.worker_config import SelectionPatterns, WorkerConfig
+from kafka_mirror.api.status import KafkaMirrorStatus
+from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller import autoscaler, operations
 from kafka_mirror.controller.gate import (
     CHILD_NAME_TAKEN,
@@ -29,8 +29,6 @@ from kafka_mirror.controller.gate import (
 from kafka_mirror.controller.inputs import (
     MirrorInputs,
     SecretProblem,
-    selection_mirror,
-    selection_patterns,
 )
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.controller.readers import Readers
@@ -44,12 +42,11 @@ from kafka_mirror.controller.status import (
     Problem,
     mirror_events,
     mirror_status,
-    selection_status,
 )
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror.kafka.owners import without_foreign
 from kafka_mirror.kube import apply, controller_uid, delete, read
-from kafka_mirror.patterns import pattern_error
 from kafka_mirror.render import CredentialEnv
 from kafka_mirror.topics import NameFilter, plan_topics
 
@@ -262,6 +259,13 @@ def _observe_kafka(
         return problems["source"], problems["target"], None
     usable, _ = config.compiled_selections()
     plan = plan_topics(topics["source"], usable, config.namer(), config.target.alias)
+    if config.topic_naming.policy == "identity":
+        adopt = NameFilter(tuple(config.topic_naming.adopt))
+        settings, ids = inputs.cluster_settings("target"), readers_by_role["target"].topic_ids
+        try:
+            plan = without_foreign(plan, set(topics["target"]), settings, ids, mirror, adopt)
+        except ClusterUnavailable as error:
+            return None, Problem(error.reason, str(error)), None
     source = readers_by_role["source"]
     try:
         progress = source.progress(
@@ -336,70 +340,6 @@ def _load(kafka: KafkaState | None, status: KafkaMirrorStatus) -> autoscaler.Loa
     if kafka is None:
         return None
     return autoscaler.Load(len(kafka.progress), status.total_lag, status.max_latency_seconds)
-
-
-def invalid_patterns(selection: SelectionPatterns) -> list[str]:
-    found = []
-    for field, patterns in (("includes", selection.includes), ("excludes", selection.excludes)):
-        for index, pattern in enumerate(patterns):
-            error = pattern_error(pattern)
-            if error is not None:
-                found.append(f"{field}[{index}] {pattern!r}: {error}")
-    return found
-
-
-def observe_selection(
-    body: kopf.Body,
-    previous: MirrorTopicSelectionStatus,
-    mirror_exists: bool,
-    readers: Readers,
-    now: datetime,
-) -> MirrorTopicSelectionStatus:
-    namespace = body["metadata"]["namespace"]
-    mirror_namespace, mirror = selection_mirror(namespace, body["spec"])
-    key = f"{mirror_namespace}/{mirror}"
-    patterns = selection_patterns(namespace, body["metadata"]["name"], body["spec"])
-    invalid = invalid_patterns(patterns)
-    bound_of = readers.selection_bounds.get(key)
-    bound = None if bound_of is None else bound_of(patterns.ref())
-    mirror_problem = not_granted = None
-    if mirror_namespace != namespace and (not mirror_exists or bound is None or bound == []):
-        # One answer whether the mirror is missing or grants nothing: a selection must not
-        # tell another namespace's tenant which mirrors exist there, nor their topics.
-        mirror_problem = Problem(
-            "NotGranted",
-            f"no KafkaMirror {key} grants selections of namespace {namespace} any topics: it "
-            "selects nothing until that mirror's spec.selectionPolicy names this namespace "
-            "(ask the mirror's owner)",
-        )
-        bound = []
-    elif not mirror_exists:
-        mirror_problem = Problem(
-            "MirrorNotFound",
-            f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "
-            "spec.mirror to an existing mirror",
-        )
-    elif bound == []:
-        not_granted = Problem(
-            "NotGranted",
-            f"KafkaMirror {mirror}'s spec.selectionPolicy grants this selection no topics: it "
-            "selects nothing until a grant names it (ask the mirror's owner)",
-        )
-    within = None if bound is None else tuple(bound)
-    selection = (
-        None if invalid else NameFilter(tuple(patterns.includes), tuple(patterns.excludes), within)
-    )
-    topics = None if mirror_problem else readers.source_topics.get(key)
-    return selection_status(
-        body["metadata"].get("generation", 0),
-        previous,
-        invalid,
-        mirror_problem,
-        selection,
-        topics,
-        now,
-        not_granted,
-    )
 
 
 def read_mirror(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:

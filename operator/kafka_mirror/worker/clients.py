@@ -46,6 +46,10 @@ MIRROR_PRODUCER_GUARANTEES: dict[str, Any] = {
     "acks": "all",
     "message.timeout.ms": 0,  # never time a record out
     "message.max.bytes": PRODUCER_MAX_REQUEST_BYTES,
+    # A remote topic deleted under the workers is not re-created by a send (librdkafka's
+    # producers ask for it by default) with the broker's defaults and a new topic ID: the
+    # next topic refresh creates it as the source has it.
+    "allow.auto.create.topics": False,
 }
 # Throughput defaults a mirror's `config` may change.
 MIRROR_PRODUCER_TUNING: dict[str, Any] = {

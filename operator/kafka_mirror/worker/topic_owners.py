@@ -13,10 +13,17 @@ deleted and re-created by someone else is no longer the mirror's.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.kafka.owners import (
+    ABOUT_TO_CREATE,
+    NOT_CREATED,
+    TOPIC_OWNERS_TOPIC,
+    foreign_topics,
+    owned_by,
+    owners_key,
+)
 from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
 from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker import remote_topics
@@ -24,14 +31,11 @@ from kafka_mirror.worker.clients import Clients
 
 log = logging.getLogger(__name__)
 
-TOPIC_OWNERS_TOPIC = "kafka-mirror-topics.internal"
 RECORD_SECONDS = 30.0
-ABOUT_TO_CREATE = ""  # the record's value before the topic has an ID
-NOT_CREATED = "-"  # the creation failed: a topic of that name made later is not the mirror's
 
 
 class TopicOwners:
-    """One worker's knowledge of its mirror's topics on the target (`foreign`, `created`)."""
+    """One worker's knowledge of its mirror's topics on the target (`foreign`, `creating`)."""
 
     def __init__(self, clients: Clients, mirror: str) -> None:
         self.clients, self.mirror = clients, mirror
@@ -39,25 +43,23 @@ class TopicOwners:
         self._read_for: frozenset[str] | None = None
         self._topic_ready = False
 
-    def foreign(self, config: WorkerConfig, existing: dict[str, bytes | None]) -> set[str]:
-        """Of the remote topics that exist (name → topic ID), those this mirror may not write
-        into: not its own, and not adopted by the spec as it is now (an adoption is not
-        recorded, so removing it from the spec ends it). The IDs of topics it just created are
-        recorded on the way."""
+    def foreign(
+        self, config: WorkerConfig, existing: set[str], ids: dict[str, bytes | None]
+    ) -> set[str]:
+        """Of the remote topics that exist (with their topic IDs, where read), those this
+        mirror may not write into: not its own, and not adopted by the spec as it is now (an
+        adoption is not recorded, so removing it from the spec ends it). The IDs of topics it
+        just created are recorded on the way."""
         adopt = NameFilter(tuple(config.topic_naming.adopt))
-        unknown = {
-            topic
-            for topic, topic_id in existing.items()
-            if not self._ours(topic, topic_id) and not adopt.matches(topic)
-        }
+        unknown = foreign_topics(existing, ids, self._owned, adopt)
         if unknown and frozenset(unknown) != self._read_for:
             self._read()  # another member of the group may have created them since
             self._read_for = frozenset(unknown)
-            unknown = {t for t in unknown if not self._ours(t, existing[t])}
+            unknown = foreign_topics(existing, ids, self._owned, adopt)
         self._record(
             {
                 topic: topic_id.hex()
-                for topic, topic_id in existing.items()
+                for topic, topic_id in ids.items()
                 if topic_id is not None and self._owned.get(topic) == ABOUT_TO_CREATE
             }
         )
@@ -70,24 +72,9 @@ class TopicOwners:
     def not_created(self, topics: set[str]) -> None:
         self._record({t: NOT_CREATED for t in topics if self._owned.get(t) == ABOUT_TO_CREATE})
 
-    def _ours(self, topic: str, topic_id: bytes | None) -> bool:
-        recorded = self._owned.get(topic)
-        if recorded is None:
-            return False
-        # A cluster that gives no topic IDs: by name only.
-        return recorded == ABOUT_TO_CREATE or topic_id is None or recorded == topic_id.hex()
-
     def _read(self) -> None:
-        owned: dict[str, str] = {}
-        for key, value in read_to_end(self.clients.target_settings, TOPIC_OWNERS_TOPIC):
-            try:
-                mirror, topic = json.loads(key)
-                owned_value = value.decode()
-            except (ValueError, TypeError):
-                continue  # not a record of ours (another version's, or written by hand)
-            if mirror == self.mirror and isinstance(topic, str):
-                owned[topic] = owned_value
-        self._owned = {t: v for t, v in owned.items() if v != NOT_CREATED}
+        records = read_to_end(self.clients.target_settings, TOPIC_OWNERS_TOPIC)
+        self._owned = owned_by(records, self.mirror)
 
     def _record(self, topics: dict[str, str]) -> None:
         changed = {t: v for t, v in topics.items() if self._owned.get(t, NOT_CREATED) != v}
@@ -98,7 +85,7 @@ class TopicOwners:
             remote_topics.ensure_internal_topic(admin, TOPIC_OWNERS_TOPIC)
             self._topic_ready = True
         records = [
-            (json.dumps([self.mirror, topic]).encode(), value.encode())
+            (owners_key(self.mirror, topic), value.encode())
             for topic, value in sorted(changed.items())
         ]
         write_acknowledged(

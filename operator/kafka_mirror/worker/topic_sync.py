@@ -24,6 +24,7 @@ from confluent_kafka import KafkaException
 from kafka_mirror.api.status import SkippedTopic
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC
+from kafka_mirror.kafka.owners import foreign_reason
 from kafka_mirror.topics import TopicPlan, plan_topics
 from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
@@ -100,7 +101,8 @@ class TopicSync:
                 self._create_internal_topics()
             foreign: set[str] = set()
             if identity:
-                foreign = self.owners.foreign(config, remote_topics.topic_ids(target, existing))
+                ids = remote_topics.topic_ids(target, existing)
+                foreign = self.owners.foreign(config, set(existing), ids)
                 wanted = {r: count for r, count in wanted.items() if r not in foreign}
                 self.owners.creating(sorted(r for r in wanted if r not in existing))
             new = {t for t, r in plan.mirrored.items() if r in wanted and r not in existing}
@@ -136,12 +138,7 @@ class TopicSync:
                 if remote in seen.failed
             ]
             + [
-                SkippedTopic(
-                    name=topic,
-                    reason=f"{remote} exists on the target and this mirror did not create it: "
-                    "under identity naming it writes only into its own topics and those "
-                    "topicNaming.adopt names",
-                )
+                SkippedTopic(name=topic, reason=foreign_reason(remote))
                 for topic, remote in plan.mirrored.items()
                 if remote in seen.foreign
             ]

@@ -1,0 +1,80 @@
+"""A MirrorTopicSelection's status: whether its patterns compile, whether its mirror uses it and
+grants it topics, and which topics of the mirror's source it matches now."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import kopf
+
+from kafka_mirror.api.status import MirrorTopicSelectionStatus
+from kafka_mirror.api.worker_config import SelectionPatterns
+from kafka_mirror.controller.inputs import selection_mirror, selection_patterns
+from kafka_mirror.controller.readers import Readers
+from kafka_mirror.controller.status import Problem, selection_status
+from kafka_mirror.patterns import pattern_error
+from kafka_mirror.topics import NameFilter
+
+
+def invalid_patterns(selection: SelectionPatterns) -> list[str]:
+    found = []
+    for field, patterns in (("includes", selection.includes), ("excludes", selection.excludes)):
+        for index, pattern in enumerate(patterns):
+            error = pattern_error(pattern)
+            if error is not None:
+                found.append(f"{field}[{index}] {pattern!r}: {error}")
+    return found
+
+
+def observe_selection(
+    body: kopf.Body,
+    previous: MirrorTopicSelectionStatus,
+    mirror_exists: bool,
+    readers: Readers,
+    now: datetime,
+) -> MirrorTopicSelectionStatus:
+    namespace = body["metadata"]["namespace"]
+    mirror_namespace, mirror = selection_mirror(namespace, body["spec"])
+    key = f"{mirror_namespace}/{mirror}"
+    patterns = selection_patterns(namespace, body["metadata"]["name"], body["spec"])
+    invalid = invalid_patterns(patterns)
+    bound_of = readers.selection_bounds.get(key)
+    bound = None if bound_of is None else bound_of(patterns.ref())
+    mirror_problem = not_granted = None
+    if mirror_namespace != namespace and (not mirror_exists or bound is None or bound == []):
+        # One answer whether the mirror is missing or grants nothing: a selection must not
+        # tell another namespace's tenant which mirrors exist there, nor their topics.
+        mirror_problem = Problem(
+            "NotGranted",
+            f"no KafkaMirror {key} grants selections of namespace {namespace} any topics: it "
+            "selects nothing until that mirror's spec.selectionPolicy names this namespace "
+            "(ask the mirror's owner)",
+        )
+        bound = []
+    elif not mirror_exists:
+        mirror_problem = Problem(
+            "MirrorNotFound",
+            f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "
+            "spec.mirror to an existing mirror",
+        )
+    elif bound == []:
+        not_granted = Problem(
+            "NotGranted",
+            f"KafkaMirror {mirror}'s spec.selectionPolicy grants this selection no topics: it "
+            "selects nothing until a grant names it (ask the mirror's owner)",
+        )
+    within = None if bound is None else tuple(bound)
+    selection = (
+        None if invalid else NameFilter(tuple(patterns.includes), tuple(patterns.excludes), within)
+    )
+    topics = None if mirror_problem else readers.source_topics.get(key)
+    return selection_status(
+        body["metadata"].get("generation", 0),
+        previous,
+        invalid,
+        mirror_problem,
+        selection,
+        topics,
+        now,
+        not_granted,
+    )
