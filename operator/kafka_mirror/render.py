@@ -164,6 +164,39 @@ def _connection(role: str, cluster: KafkaCluster) -> tuple[ClusterConnection, li
     return connection, envs
 
 
+# The selections' share of the workers' ConfigMap (a ConfigMap holds at most 1 MiB; the rest of
+# the configuration is a few KiB): past it a selection is left out, and says so, rather than
+# the ConfigMap refused and the mirror stopped for every team.
+SELECTIONS_BUDGET_BYTES = 512 * 1024
+
+
+def fitting_selections(
+    namespace: str, spec: KafkaMirrorSpec, selections: list[SelectionPatterns]
+) -> tuple[list[SelectionPatterns], list[SelectionPatterns]]:
+    """Of the selections, oldest first, those that fit SELECTIONS_BUDGET_BYTES and those left
+    out: a newer one never pushes an older one out, and one the configuration leaves out
+    anyway (`configured`) takes no room."""
+    kept, left_out, used = [], [], 0
+    for selection in selections:
+        if not configured(namespace, spec, selection):
+            continue
+        size = len(yaml.safe_dump(selection.model_dump(mode="json", by_alias=True)))
+        if used + size > SELECTIONS_BUDGET_BYTES:
+            left_out.append(selection)
+        else:
+            kept.append(selection)
+            used += size
+    return kept, left_out
+
+
+def configured(namespace: str, spec: KafkaMirrorSpec, selection: SelectionPatterns) -> bool:
+    """Whether the selection goes into the workers' configuration: not one of another
+    namespace granted nothing, whose author may not even put text into this mirror's."""
+    return (
+        selection.namespace == namespace or spec.selection_bound(selection.ref(), namespace) != []
+    )
+
+
 def build_worker_config(
     namespace: str, name: str, spec: KafkaMirrorSpec, selections: list[SelectionPatterns]
 ) -> tuple[WorkerConfig, list[CredentialEnv]]:
@@ -177,12 +210,9 @@ def build_worker_config(
         topic_naming=spec.topic_naming,
         selections=sorted(
             (
-                s.model_copy(update={"within": bound})
+                s.model_copy(update={"within": spec.selection_bound(s.ref(), namespace)})
                 for s in selections
-                # One of another namespace granted nothing is left out: its author may not
-                # even put text into this mirror's configuration.
-                if (bound := spec.selection_bound(s.ref(), namespace)) != []
-                or s.namespace == namespace
+                if configured(namespace, spec, s)
             ),
             key=lambda s: (s.namespace != namespace, s.namespace, s.name),
         ),

@@ -172,3 +172,34 @@ def test_a_selection_named_to_fit_a_grant_gets_only_what_its_namespace_is_grante
         for api in tenants.values():
             api.close()
         next(running, None)
+
+
+@pytest.mark.usefixtures("operator")
+def test_selections_too_large_for_the_workers_configuration_are_refused_on_themselves(
+    kube_api: client.ApiClient, namespace: str, stack: MirrorStack, team: client.ApiClient
+) -> None:
+    """Three selections of about 180 KiB each (a ConfigMap holds 1 MiB): the two oldest are in
+    the workers' configuration and the mirror converges; the newest says it is TooLarge."""
+    source = {"bootstrapServers": stack.kafka_a.bootstrap_servers}
+    target = {"bootstrapServers": stack.kafka_b.bootstrap_servers}
+    apply(kube_api, mirror("m", namespace, source, target))
+    objects = client.CustomObjectsApi(team)
+    for name in ("first", "second", "third"):
+        patterns = [f"{name}-{i}-" + "x" * 690 for i in range(256)]
+        body = selection(name, namespace, "m", patterns)
+        objects.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "mirrortopicselections", body
+        )
+    # Their ages tie within the API server's second; then their names order them.
+
+    def ready_of(name: str) -> dict[str, object]:
+        return condition(get_custom(team, namespace, "mirrortopicselections", name), "Ready")
+
+    wait_for(
+        lambda: ready_of("third").get("reason") == "TooLarge",
+        60,
+        lambda: f"the newest selection to say it does not fit: {ready_of('third')}",
+    )
+    assert set(configured(kube_api, namespace)) == {"first", "second"}
+    state = get_custom(kube_api, namespace, "kafkamirrors", "m")
+    assert condition(state, "Ready").get("reason") != "InvalidSpec", state.get("status")

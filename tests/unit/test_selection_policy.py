@@ -14,7 +14,7 @@ from kafka_mirror.api.models import KafkaMirrorSpec, SelectionRef
 from kafka_mirror.api.status import MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
 from kafka_mirror.controller.status import Problem, selection_status
-from kafka_mirror.render import build_worker_config
+from kafka_mirror.render import build_worker_config, fitting_selections
 from kafka_mirror.topics import NameFilter
 from tests.helpers.operations import spec as mirror_spec
 
@@ -150,3 +150,20 @@ def test_a_selection_granted_nothing_is_not_ready_and_says_whom_to_ask() -> None
     assert status.matched_topic_count == 0
     found = next(c for c in status.conditions if c.type == "MirrorFound")
     assert found.status == "True"
+
+
+def big(name: str, namespace: str = "ns") -> SelectionPatterns:
+    """A selection of about 180 KiB: 256 patterns of 700 characters."""
+    patterns = [f"{name}-{i}-" + "x" * 690 for i in range(256)]
+    return SelectionPatterns(name=name, namespace=namespace, includes=patterns)
+
+
+def test_selections_over_the_configmaps_budget_are_left_out_newest_first() -> None:
+    oldest, middle, newest = big("oldest"), big("middle"), big("newest")
+    kept, left_out = fitting_selections("ns", spec(), [oldest, middle, newest])
+    assert [s.name for s in kept] == ["oldest", "middle"]
+    assert [s.name for s in left_out] == ["newest"]
+    # A selection of another namespace granted nothing takes no room.
+    ungranted = big("ungranted", "elsewhere")
+    kept, left_out = fitting_selections("ns", spec(), [ungranted, oldest, middle])
+    assert ([s.name for s in kept], left_out) == (["oldest", "middle"], [])

@@ -140,15 +140,20 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
     # Named: kopf passes an index to handlers as a keyword argument by its id.
     @kopf.index(GROUP, VERSION, SELECTIONS, id="selections_by_mirror", when=live, registry=registry)
     def selections_by_mirror(
-        namespace: str | None, name: str, spec: kopf.Spec, **_: Any
-    ) -> dict[tuple[str, str], SelectionPatterns]:
+        namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
+    ) -> dict[tuple[str, str], tuple[str, SelectionPatterns]]:
         assert namespace is not None  # the CRD is namespaced
-        return {selection_mirror(namespace, spec): selection_patterns(namespace, name, spec)}
+        patterns = selection_patterns(namespace, name, spec)
+        return {selection_mirror(namespace, spec): (meta.get("creationTimestamp", ""), patterns)}
 
     def selections_of(mirror: kopf.Body, indices: dict[str, Any]) -> list[SelectionPatterns]:
-        """The mirror's selections, from the index kopf passes to every handler."""
-        index: kopf.Index[Any, SelectionPatterns] = indices["selections_by_mirror"]
-        return list(index.get((mirror.metadata.namespace, mirror.metadata.name), []))
+        """The mirror's selections, oldest first, from the index kopf passes to every handler."""
+        index: kopf.Index[Any, tuple[str, SelectionPatterns]] = indices["selections_by_mirror"]
+        found: list[tuple[str, SelectionPatterns]] = list(
+            index.get((mirror.metadata.namespace, mirror.metadata.name), [])
+        )
+        ordered = sorted(found, key=lambda s: (s[0], s[1].namespace, s[1].name))
+        return [patterns for _, patterns in ordered]
 
     def converge(inputs: MirrorInputs) -> None:
         # The spec was checked in read_inputs, in every caller's thread: a converge already

@@ -199,10 +199,15 @@ class MirrorInputs:
         return spec.model_copy(update={"replicas": replicas})
 
     @cached_property
+    def fitting(self) -> tuple[list[SelectionPatterns], list[SelectionPatterns]]:
+        """The selections (oldest first) the workers' ConfigMap holds, and those left out."""
+        return render.fitting_selections(self.namespace, self.spec, self.selections)
+
+    @cached_property
     def worker(self) -> tuple[WorkerConfig, list[CredentialEnv]]:
         """The workers' configuration and the Secret keys their credentials come from."""
         return render.build_worker_config(
-            self.namespace, self.name, self.running_spec, self.selections
+            self.namespace, self.name, self.running_spec, self.fitting[0]
         )
 
     def credentials(self) -> dict[str, str]:

@@ -34,6 +34,7 @@ class Readers:
         # selection, for its selections' status.
         self.source_topics: dict[str, list[str]] = {}
         self.selection_bounds: dict[str, Callable[[SelectionRef], list[str] | None]] = {}
+        self.left_out: dict[str, set[SelectionRef]] = {}  # over the ConfigMap's budget
 
     def get(self, mirror: str, role: str, alias: str, settings: dict[str, str]) -> ClusterReader:
         key = _connection_key(alias, settings)
@@ -54,6 +55,7 @@ class Readers:
             unused = [reader for key in keys if (reader := self._release(key)) is not None]
             self.source_topics.pop(mirror, None)
             self.selection_bounds.pop(mirror, None)
+            self.left_out.pop(mirror, None)
         for reader in unused:
             reader.close()
 

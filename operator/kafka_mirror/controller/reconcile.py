@@ -253,6 +253,7 @@ def _observe_kafka(
     readers.selection_bounds[mirror] = partial(
         inputs.spec.selection_bound, mirror_namespace=inputs.namespace
     )
+    readers.left_out[mirror] = {selection.ref() for selection in inputs.fitting[1]}
     if "source" in topics:
         readers.source_topics[mirror] = sorted(topics["source"])
     if problems["source"] or problems["target"]:

@@ -13,6 +13,7 @@ from kafka_mirror.controller.inputs import selection_mirror, selection_patterns
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.status import Problem, selection_status
 from kafka_mirror.patterns import pattern_error
+from kafka_mirror.render import SELECTIONS_BUDGET_BYTES
 from kafka_mirror.topics import NameFilter
 
 
@@ -56,6 +57,14 @@ def observe_selection(
             "MirrorNotFound",
             f"no KafkaMirror {mirror} in namespace {namespace}: create it, or set "
             "spec.mirror to an existing mirror",
+        )
+    elif patterns.ref() in readers.left_out.get(key, set()):
+        mirror_problem = Problem(
+            "TooLarge",
+            f"KafkaMirror {mirror}'s selections, this one with them, are over the "
+            f"{SELECTIONS_BUDGET_BYTES // 1024} KiB its workers' configuration holds: this one "
+            "is left out (older ones keep their place); make it smaller (fewer or broader "
+            "patterns) or move some of its patterns to another mirror",
         )
     elif bound == []:
         not_granted = Problem(
