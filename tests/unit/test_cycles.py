@@ -196,7 +196,7 @@ def test_a_topic_is_mirrored_once_the_ids_it_needs_are_known(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     sync = TopicSync(
-        cast(Clients, None), WorkerMetrics(), lambda *_: None, ("syncs", "checks"), "ns/m"
+        cast(Clients, None), WorkerMetrics(), lambda *_: None, ("syncs", "checks"), "ns/m", "A"
     )
     plan = TopicPlan({"t": "t", "u": "u"}, [])
     a_u = b"\xa2" * 16

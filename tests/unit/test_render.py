@@ -616,3 +616,19 @@ def test_worker_config_carries_the_delivery_and_its_commit_interval() -> None:
     assert (config.delivery, config.commit_interval_seconds) == ("atLeastOnce", 1.0)
     config, _ = worker_config(mirror_spec(delivery="exactlyOnce", commitIntervalSeconds=0.5))
     assert (config.delivery, config.commit_interval_seconds) == ("exactlyOnce", 0.5)
+
+
+def test_the_operators_own_clients_take_no_tuning_of_the_mirror() -> None:
+    """The mirror's fetch and queue sizes (2 GiB of queue, say) are its workers': the operator's
+    probe consumers keep small fixed ones, and mirrors differing only there share a reader."""
+    tuning = {"queued.max.messages.kbytes": "2097151", "client.rack": "rack-7"}
+    plain = mirror_spec().model_dump(by_alias=True, exclude_none=True)
+    tuned = KafkaMirrorSpec.model_validate(
+        {**plain, "source": {**plain["source"], "config": tuning}}
+    )
+    config, _ = worker_config(tuned)
+    environ = {"KAFKA_MIRROR_SOURCE_SASL_PASSWORD": "s3cret", "KAFKA_MIRROR_SOURCE_TLS_CA": "PEM"}
+    workers = config.source.client_config(environ)
+    operator = config.source.client_config(environ, tuning=False)
+    assert workers["queued.max.messages.kbytes"] == "2097151" and workers["client.rack"] == "rack-7"
+    assert {k: v for k, v in workers.items() if k not in tuning} == operator

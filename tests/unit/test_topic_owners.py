@@ -16,7 +16,7 @@ class InMemory(TopicOwners):
     """The records topic as a dict; `written` counts what was written to it."""
 
     def __init__(self, stored: dict[str, str] | None = None) -> None:
-        super().__init__(cast(Clients, None), "ns/m")
+        super().__init__(cast(Clients, None), "ns/m", "A")
         self.stored = stored if stored is not None else {}
         self.written: list[dict[str, str]] = []
         self.reads = 0

@@ -69,8 +69,11 @@ class ClusterConnection(ApiModel):
             names += [self.sasl.username_env, self.sasl.password_env]
         return [name for name in names if name]
 
-    def client_config(self, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-        """librdkafka settings for this cluster, credentials taken from `environ`."""
+    def client_config(
+        self, environ: Mapping[str, str] = os.environ, tuning: bool = True
+    ) -> dict[str, str]:
+        """librdkafka settings for this cluster, credentials taken from `environ`; without
+        `tuning`, the connection and security settings alone (not the mirror's `config`)."""
 
         def secret(name: str) -> str:
             if name not in environ:
@@ -78,7 +81,7 @@ class ClusterConnection(ApiModel):
             return environ[name].strip()
 
         # The operator renders only allowed keys; a hand-written file gets no more.
-        settings = {k: v for k, v in self.config.items() if CLIENT_CONFIG.allows(k)}
+        settings = {k: v for k, v in self.config.items() if tuning and CLIENT_CONFIG.allows(k)}
         settings["bootstrap.servers"] = self.bootstrap_servers
         protocol = ("SASL_" if self.sasl else "") + ("SSL" if self.tls.enabled else "PLAINTEXT")
         settings["security.protocol"] = protocol

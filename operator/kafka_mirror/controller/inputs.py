@@ -216,9 +216,11 @@ class MirrorInputs:
         return self.secrets.values(self.worker[1])
 
     def cluster_settings(self, role: str) -> dict[str, str]:
-        """librdkafka settings of the source or the target, with the credentials from the
-        Secrets."""
+        """The operator's librdkafka settings for the source or the target: connection and
+        security, with the credentials from the Secrets, and none of the mirror's tuning (its
+        fetch and queue sizes are its workers'; and mirrors that differ only there, in
+        `client.rack` say, share one reader)."""
         config, envs = self.worker
         connection = config.source if role == "source" else config.target
         mine = [env for env in envs if env.name.startswith(f"KAFKA_MIRROR_{role.upper()}_")]
-        return connection.client_config(self.secrets.values(mine))
+        return connection.client_config(self.secrets.values(mine), tuning=False)

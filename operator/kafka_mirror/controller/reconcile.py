@@ -264,7 +264,8 @@ def _observe_kafka(
         adopt = NameFilter(tuple(config.topic_naming.adopt))
         settings, ids = inputs.cluster_settings("target"), readers_by_role["target"].topic_ids
         try:
-            plan = without_foreign(plan, set(topics["target"]), settings, ids, mirror, adopt)
+            target_topics, alias = set(topics["target"]), config.source.alias
+            plan = without_foreign(plan, target_topics, settings, ids, mirror, alias, adopt)
         except ClusterUnavailable as error:
             return None, Problem(error.reason, str(error)), None
     source = readers_by_role["source"]

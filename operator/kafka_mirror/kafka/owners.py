@@ -1,5 +1,5 @@
 """Under identity naming, the records of which target topics each mirror created
-(TOPIC_OWNERS_TOPIC on the target), and the rule both the workers and the operator apply: a
+(`owners_topic` on the target), and the rule both the workers and the operator apply: a
 mirror writes only into a topic recorded as its own with the ID the topic has now, one it
 recorded just before creating it, or one its spec adopts (worker/topic_owners.py says why)."""
 
@@ -13,7 +13,13 @@ from kafka_mirror.api.status import SkippedTopic
 from kafka_mirror.kafka.tail import read_to_end
 from kafka_mirror.topics import NameFilter, TopicPlan
 
-TOPIC_OWNERS_TOPIC = "kafka-mirror-topics.internal"
+
+def owners_topic(source_alias: str) -> str:
+    """Per source alias, as the checkpoints topic: mirrors of teams given aliases of their own
+    get topics of their own, which Kafka ACLs can keep apart."""
+    return f"kafka-mirror-topics.{source_alias}.internal"
+
+
 # The record's value before the topic has an ID (never empty: a record without a value is none).
 ABOUT_TO_CREATE = "creating"
 NOT_CREATED = "-"  # the creation failed: a topic of that name made later is not the mirror's
@@ -71,6 +77,7 @@ def without_foreign(
     target_settings: dict[str, Any],
     topic_ids: Callable[[list[str]], dict[str, bytes | None]],
     mirror: str,
+    source_alias: str,
     adopt: NameFilter,
 ) -> TopicPlan:
     """The plan of an identity-naming mirror as its workers have it: the topics whose remote
@@ -81,7 +88,7 @@ def without_foreign(
     )
     if not existing:
         return plan
-    owned = owned_by(read_to_end(target_settings, TOPIC_OWNERS_TOPIC), mirror)
+    owned = owned_by(read_to_end(target_settings, owners_topic(source_alias)), mirror)
     foreign = foreign_topics(set(existing), topic_ids(existing), owned, adopt)
     skipped = [
         SkippedTopic(name=topic, reason=foreign_reason(remote))

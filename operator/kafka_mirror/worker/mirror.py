@@ -97,6 +97,7 @@ class MirrorWorker(ABC):
             self._set_reachable,
             (syncs_topic, self.checkpoint_task.topic),
             config.mirror,
+            config.source.alias,
         )
         self.partitions = Partitions(
             self.clients,

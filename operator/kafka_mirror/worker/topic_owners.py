@@ -4,11 +4,11 @@ spec adopts, never another's.
 A remote topic under identity naming has its source's name, so it may already exist on the
 target as something else entirely: an application's own topic, another mirror's, a topic some
 system keeps state in. Cluster Linking refuses to mirror into a topic that exists; we record
-what each mirror created, in TOPIC_OWNERS_TOPIC on the target (compacted: one record per mirror
-and topic, its topic ID in hex), and write only into those, or into topics the spec adopts
-(`topicNaming.adopt`). The record is written before the topic is created, with no ID yet, so a
-worker killed in between finds its own topic again; the ID is added once known, so a topic
-deleted and re-created by someone else is no longer the mirror's.
+what each mirror created, in `kafka-mirror-topics.<source alias>.internal` on the target
+(compacted: one record per mirror and topic, its topic ID in hex), and write only into those,
+or into topics the spec adopts (`topicNaming.adopt`). The record is written before the topic is
+created, with no ID yet, so a worker killed in between finds its own topic again; the ID is
+added once known, so a topic deleted and re-created by someone else is no longer the mirror's.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.owners import (
     ABOUT_TO_CREATE,
     NOT_CREATED,
-    TOPIC_OWNERS_TOPIC,
     foreign_topics,
     owned_by,
     owners_key,
+    owners_topic,
 )
 from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
 from kafka_mirror.topics import NameFilter
@@ -37,8 +37,9 @@ RECORD_SECONDS = 30.0
 class TopicOwners:
     """One worker's knowledge of its mirror's topics on the target (`foreign`, `creating`)."""
 
-    def __init__(self, clients: Clients, mirror: str) -> None:
+    def __init__(self, clients: Clients, mirror: str, source_alias: str) -> None:
         self.clients, self.mirror = clients, mirror
+        self.topic = owners_topic(source_alias)
         self._owned: dict[str, str] = {}  # remote topic → its ID in hex, or ABOUT_TO_CREATE
         self._read_for: frozenset[str] | None = None
         self._topic_ready = False
@@ -73,7 +74,7 @@ class TopicOwners:
         self._record({t: NOT_CREATED for t in topics if self._owned.get(t) == ABOUT_TO_CREATE})
 
     def _read(self) -> None:
-        records = read_to_end(self.clients.target_settings, TOPIC_OWNERS_TOPIC)
+        records = read_to_end(self.clients.target_settings, self.topic)
         self._owned = owned_by(records, self.mirror)
 
     def _record(self, topics: dict[str, str]) -> None:
@@ -82,15 +83,13 @@ class TopicOwners:
             return
         if not self._topic_ready:
             admin = self.clients.target_admin
-            remote_topics.ensure_internal_topic(admin, TOPIC_OWNERS_TOPIC)
+            remote_topics.ensure_internal_topic(admin, self.topic)
             self._topic_ready = True
         records = [
             (owners_key(self.mirror, topic), value.encode())
             for topic, value in sorted(changed.items())
         ]
-        write_acknowledged(
-            self.clients.checkpoints_producer, TOPIC_OWNERS_TOPIC, records, RECORD_SECONDS
-        )
+        write_acknowledged(self.clients.checkpoints_producer, self.topic, records, RECORD_SECONDS)
         self._owned.update(changed)
         self._owned = {t: v for t, v in self._owned.items() if v != NOT_CREATED}
         log.info("recorded as this mirror's on the target: %s", ", ".join(sorted(changed)))

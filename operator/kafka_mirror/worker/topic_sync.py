@@ -56,6 +56,7 @@ class TopicSync:
         set_reachable: Callable[[str, bool], None],
         internal_topics: tuple[str, str],  # offset syncs, checkpoints
         mirror: str,
+        source_alias: str,
     ) -> None:
         self.clients, self.metrics, self.set_reachable = clients, metrics, set_reachable
         self.offset_syncs_topic, self.checkpoints_topic = internal_topics
@@ -67,7 +68,7 @@ class TopicSync:
         self.source_ids: dict[str, bytes | None] = {}
         self.remote_ids: dict[str, bytes | None] = {}
         self.internal_topics_ready = False
-        self.owners = TopicOwners(clients, mirror)
+        self.owners = TopicOwners(clients, mirror, source_alias)
         self._last_problems: list[str] = []
         self._last_unnamed: set[str] = set()
 
@@ -95,10 +96,14 @@ class TopicSync:
         target = self.clients.target_admin
         identity = config.topic_naming.policy == "identity"
         try:
-            existing = remote_topics.partition_counts(target, wanted)
+            # The internal topics on the target are looked for each time: one deleted is made
+            # again (the mirror's producer does not create topics by itself).
+            internal = (self.checkpoints_topic, HEARTBEATS_TOPIC)
+            counts = remote_topics.partition_counts(target, [*wanted, *internal])
             self.set_reachable("target", True)
-            if not self.internal_topics_ready:
+            if not self.internal_topics_ready or any(t not in counts for t in internal):
                 self._create_internal_topics()
+            existing = {t: count for t, count in counts.items() if t in wanted}
             foreign: set[str] = set()
             if identity:
                 ids = remote_topics.topic_ids(target, existing)
