@@ -171,6 +171,11 @@ def test_scale_subresource_reads_spec_replicas(kube_api: client.ApiClient, names
             "spec.includes: Too many: 300: must have at most 256 items",
         ),
         (with_spec(SELECTION, "excludes", ["x" * 2000]), "spec.excludes[0]: Too long"),
+        (
+            with_spec(SELECTION, "includes", [f"t{i}" + "x" * 1000 for i in range(200)]),
+            "a selection's patterns may hold 192 KiB in all",
+        ),
+        ({**MIRROR, "metadata": {"name": "a" * 64}}, "at most 63 lowercase letters"),
     ],
     ids=[
         "missing-alias",
@@ -191,6 +196,8 @@ def test_scale_subresource_reads_spec_replicas(kube_api: client.ApiClient, names
         "patterns-not-a-list",
         "oversize-pattern-list",
         "oversize-pattern",
+        "oversize-selection",
+        "oversize-mirror-name",
     ],
 )
 def test_malformed_objects_are_refused_by_the_server(

@@ -148,3 +148,10 @@ def test_invalid_selections_are_refused_with_a_readable_message(
     with pytest.raises(ValidationError) as excinfo:
         MirrorTopicSelectionSpec.model_validate(selection)
     assert expected in errors(excinfo)
+
+
+def test_a_selection_over_its_pattern_budget_is_refused_as_the_api_server_does() -> None:
+    fits = {"mirror": "m", "includes": ["x" * 1000] * 196}
+    assert MirrorTopicSelectionSpec.model_validate(fits)
+    with pytest.raises(ValueError, match="may hold 192 KiB in all"):
+        MirrorTopicSelectionSpec.model_validate({**fits, "excludes": ["y" * 1000] * 10})

@@ -22,12 +22,13 @@ from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatu
 Schema = dict[str, Any]
 
 CATEGORY = "kafka-mirroring"  # `kubectl get kafka-mirroring` lists mirrors and selections
-# A mirror's name becomes its Service's, a DNS-1035 label: no dots, a letter first (the
-# length is fitted when rendering).
+# A mirror's name becomes its Service's, a DNS-1035 label: no dots, a letter first, at most 63
+# characters (as a selection's spec.mirror), so a longer one fails here, not at its children.
 DNS_LABEL_RULE = {
-    "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-    "message": "a KafkaMirror's name names its Service too: lowercase letters, digits and '-', "
-    "starting with a letter and ending with a letter or digit (no dots)",
+    "rule": "self.metadata.name.size() <= 63 && "
+    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+    "message": "a KafkaMirror's name names its Service too: at most 63 lowercase letters, "
+    "digits and '-', starting with a letter and ending with a letter or digit (no dots)",
 }
 
 

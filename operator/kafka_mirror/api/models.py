@@ -385,6 +385,19 @@ class KafkaMirrorSpec(ApiModel):
         return self
 
 
+# A selection's patterns, all of them: kopf keeps each object's last spec in an annotation,
+# which the API server refuses past 256 KiB.
+MAX_SELECTION_PATTERN_BYTES = 192 * 1024
+SELECTION_BYTES_RULE = (
+    "self.includes.map(p, p.size()).sum() + self.excludes.map(p, p.size()).sum() <= "
+    f"{MAX_SELECTION_PATTERN_BYTES}"
+)
+SELECTION_BYTES_MESSAGE = (
+    f"a selection's patterns may hold {MAX_SELECTION_PATTERN_BYTES // 1024} KiB in all: split "
+    "them over several selections"
+)
+
+
 class MirrorTopicSelectionSpec(ApiModel):
     """Source topics to mirror, as whole-name regular expressions in RE2 syntax.
 
@@ -394,6 +407,8 @@ class MirrorTopicSelectionSpec(ApiModel):
     A topic is selected when it matches any include and no exclude. All selections of a mirror
     are a union; a mirror without selections mirrors nothing.
     """
+
+    model_config = ConfigDict(json_schema_extra=cel(SELECTION_BYTES_RULE, SELECTION_BYTES_MESSAGE))
 
     mirror: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)] = Field(
         description="Name of the KafkaMirror."
@@ -419,6 +434,12 @@ class MirrorTopicSelectionSpec(ApiModel):
     @classmethod
     def _compile(cls, patterns: list[str]) -> list[str]:
         return validate_patterns(patterns)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> MirrorTopicSelectionSpec:
+        if sum(map(len, [*self.includes, *self.excludes])) > MAX_SELECTION_PATTERN_BYTES:
+            raise ValueError(SELECTION_BYTES_MESSAGE)
+        return self
 
 
 def validate_patterns(patterns: list[str]) -> list[str]:
