@@ -14,7 +14,7 @@ from typing import Literal
 
 from kafka_mirror.api.models import MAX_TOPIC_NAME_LENGTH
 from kafka_mirror.api.status import SkippedTopic
-from kafka_mirror.patterns import Pattern, compile_pattern
+from kafka_mirror.patterns import Pattern, compile_any
 
 NamingPolicy = Literal["suffix", "prefix", "identity"]
 
@@ -91,21 +91,25 @@ class NameFilter:
     includes: tuple[str, ...]
     excludes: tuple[str, ...] = ()
     within: tuple[str, ...] | None = None
-    _includes: tuple[Pattern, ...] = field(init=False, repr=False, compare=False)
-    _excludes: tuple[Pattern, ...] = field(init=False, repr=False, compare=False)
-    _within: tuple[Pattern, ...] | None = field(init=False, repr=False, compare=False)
+    _includes: Pattern | None = field(init=False, repr=False, compare=False)
+    _excludes: Pattern | None = field(init=False, repr=False, compare=False)
+    _within: Pattern | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_includes", tuple(map(compile_pattern, self.includes)))
-        object.__setattr__(self, "_excludes", tuple(map(compile_pattern, self.excludes)))
-        within = None if self.within is None else tuple(map(compile_pattern, self.within))
-        object.__setattr__(self, "_within", within)
+        object.__setattr__(self, "_includes", compile_any(self.includes))
+        object.__setattr__(self, "_excludes", compile_any(self.excludes))
+        object.__setattr__(self, "_within", compile_any(self.within or ()))
 
     def matches(self, topic: str) -> bool:
+        included, excluded, within = self._includes, self._excludes, self._within
         return (
-            any(p.fullmatch(topic) for p in self._includes)
-            and not any(p.fullmatch(topic) for p in self._excludes)
-            and (self._within is None or any(p.fullmatch(topic) for p in self._within))
+            included is not None
+            and included.fullmatch(topic) is not None
+            and (excluded is None or excluded.fullmatch(topic) is None)
+            # granted nothing (`within` empty): nothing
+            and (
+                self.within is None or (within is not None and within.fullmatch(topic) is not None)
+            )
         )
 
 

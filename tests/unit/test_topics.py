@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_mirror.patterns import InvalidPattern, pattern_error
+from kafka_mirror.patterns import (
+    InvalidPattern,
+    _AnyOf,
+    compile_any,
+    compile_pattern,
+    pattern_error,
+)
 from kafka_mirror.topics import NameFilter, NamingPolicy, TopicNamer, is_internal, plan_topics
 
 TOPICS = [
@@ -191,3 +197,26 @@ def test_under_identity_naming_no_topic_goes_where_another_system_keeps_state(to
     )
     # Under prefix naming its copy is `A.<topic>`, no other system's.
     assert plan_topics([topic], everything, TopicNamer("A", "prefix"), "B").mirrored
+
+
+PIECES = ["a", "b", ".", "[ab]", "a*", "(?i)A", "^a", "b$", "x|a"]
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=3).map("".join), max_size=6),
+    st.lists(st.text("abAB.x", max_size=4), min_size=1, max_size=12),
+)
+def test_a_list_of_patterns_matches_as_its_patterns_one_by_one(
+    patterns: list[str], names: list[str]
+) -> None:
+    """One alternation per list (patterns.compile_any) against the model: any of the patterns,
+    each alone, matches the whole name; flags and anchors stay within their pattern."""
+    matcher = compile_any(patterns)
+    for name in names:
+        alone = any(compile_pattern(p).fullmatch(name) for p in patterns)
+        assert (matcher is not None and matcher.fullmatch(name) is not None) == alone, name
+
+
+def test_patterns_too_large_together_are_tried_one_by_one() -> None:
+    each = _AnyOf([compile_pattern("a+"), compile_pattern("b")])
+    assert each.fullmatch("aaa") and each.fullmatch("b") and not each.fullmatch("ab")
