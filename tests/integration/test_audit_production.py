@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
+from kafka_mirror.kafka.admin import topic_ids
 from kafka_mirror.kafka.formats import (
     PROVENANCE_HEADER,
     OffsetSync,
@@ -25,7 +26,6 @@ from kafka_mirror.kafka.formats import (
 )
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.topics import plan_topics
-from kafka_mirror.worker.remote_topics import topic_ids
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.audit import (
     commit,

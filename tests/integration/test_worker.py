@@ -12,9 +12,9 @@ import psutil
 import pytest
 from confluent_kafka import Consumer
 
+from kafka_mirror.kafka.admin import topic_ids
 from kafka_mirror.kafka.client import GROUP_REQUEST_LIMIT
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
-from kafka_mirror.worker import remote_topics
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_USER, LocalKafka
 from kafka_mirror_dev.prerequisites import worker_env
 from tests.helpers.content import check_content
@@ -166,7 +166,7 @@ def test_new_topics_and_selection_changes_apply_live(stack: MirrorStack) -> None
 
 
 def topic_id(cluster: LocalKafka, topic: str) -> bytes | None:
-    return remote_topics.topic_ids(admin_for(cluster.bootstrap_servers), [topic])[topic]
+    return topic_ids(admin_for(cluster.bootstrap_servers), [topic])[topic]
 
 
 def provenances(cluster: LocalKafka, topic: str) -> list[list[Provenance]]:

@@ -11,6 +11,7 @@ from confluent_kafka import Uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafka_mirror.kafka.admin import id_bytes
 from kafka_mirror.kafka.formats import (
     PROVENANCE_HEADER,
     Checkpoint,
@@ -23,7 +24,6 @@ from kafka_mirror.kafka.formats import (
     offset_syncs_topic,
     provenance_packer,
 )
-from kafka_mirror.worker.remote_topics import id_bytes
 
 
 def test_topic_names() -> None:

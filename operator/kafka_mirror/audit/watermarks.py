@@ -19,9 +19,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror.audit.report import PartitionFinding
+from kafka_mirror.kafka.admin import ensure_internal_topic
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.tail import read_to_end
-from kafka_mirror.worker.remote_topics import ensure_internal_topic
 
 READ_TIMEOUT = 30.0
 

@@ -29,6 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kafka_mirror.kafka.admin import topic_configs, topic_ids
 from kafka_mirror.kafka.batching import BatchedRead
 from kafka_mirror.kafka.client import (
     AUTH_ERRORS,
@@ -39,7 +40,6 @@ from kafka_mirror.kafka.client import (
 )
 from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.formats import RetentionLoss, read_commit_note
-from kafka_mirror.worker import remote_topics
 
 REQUEST_TIMEOUT = 5.0
 ANSWER_WAIT = 2 * REQUEST_TIMEOUT  # a request sent with REQUEST_TIMEOUT, waited for at most
@@ -242,14 +242,14 @@ class ClusterReader:
     def topic_ids(self, topics: list[str]) -> dict[str, bytes | None]:
         """Each topic's ID (its incarnation), as the provenance header carries it."""
         try:
-            return remote_topics.topic_ids(self._admin, topics)
+            return topic_ids(self._admin, topics)
         except KafkaException as error:
             raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
 
     def compacted(self, topics: list[str]) -> set[str]:
         """The topics whose cleanup.policy compacts them."""
         try:
-            configs = remote_topics.topic_configs(self._admin, topics)
+            configs = topic_configs(self._admin, topics)
         except KafkaException as error:
             raise ClusterUnavailable("KafkaError", str(error.args[0])) from error
         return {

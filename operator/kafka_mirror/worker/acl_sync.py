@@ -35,8 +35,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafka_mirror.kafka.admin import ensure_internal_topic
 from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
-from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.metrics import WorkerMetrics
 
@@ -187,7 +187,7 @@ class GrantRecords:
         if not grants:
             return
         if not self.created:  # made at the first binding: a target without ACLs gets no topic
-            remote_topics.ensure_internal_topic(self.clients.target_admin, ACL_GRANTS_TOPIC)
+            ensure_internal_topic(self.clients.target_admin, ACL_GRANTS_TOPIC)
             self.created = True
         value = b"1" if owned else b"0"
         records = [

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.kafka.admin import ensure_internal_topic
 from kafka_mirror.kafka.owners import (
     ABOUT_TO_CREATE,
     NOT_CREATED,
@@ -26,7 +27,6 @@ from kafka_mirror.kafka.owners import (
 )
 from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
 from kafka_mirror.topics import NameFilter
-from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,7 @@ class TopicOwners:
         if not changed:
             return
         if not self._topic_ready:
-            admin = self.clients.target_admin
-            remote_topics.ensure_internal_topic(admin, self.topic)
+            ensure_internal_topic(self.clients.target_admin, self.topic)
             self._topic_ready = True
         records = [
             (owners_key(self.mirror, topic), value.encode())

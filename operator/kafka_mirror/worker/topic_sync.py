@@ -23,6 +23,7 @@ from confluent_kafka import KafkaException
 
 from kafka_mirror.api.status import SkippedTopic
 from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.kafka.admin import ensure_internal_topic, partition_counts, topic_ids
 from kafka_mirror.kafka.formats import HEARTBEATS_TOPIC
 from kafka_mirror.kafka.owners import foreign_reason
 from kafka_mirror.topics import TopicPlan, plan_topics
@@ -85,9 +86,9 @@ class TopicSync:
             self._last_problems = problems
         source = self.clients.source_admin
         try:
-            source_counts = remote_topics.partition_counts(source)
+            source_counts = partition_counts(source)
             plan = plan_topics(source_counts, selections, config.namer(), config.target.alias)
-            source_ids = remote_topics.topic_ids(source, plan.mirrored)
+            source_ids = topic_ids(source, plan.mirrored)
             self.set_reachable("source", True)
         except KafkaException:
             self.set_reachable("source", False)
@@ -99,14 +100,14 @@ class TopicSync:
             # The internal topics on the target are looked for each time: one deleted is made
             # again (the mirror's producer does not create topics by itself).
             internal = (self.checkpoints_topic, HEARTBEATS_TOPIC)
-            counts = remote_topics.partition_counts(target, [*wanted, *internal])
+            counts = partition_counts(target, [*wanted, *internal])
             self.set_reachable("target", True)
             if not self.internal_topics_ready or any(t not in counts for t in internal):
                 self._create_internal_topics()
             existing = {t: count for t, count in counts.items() if t in wanted}
             foreign: set[str] = set()
             if identity:
-                ids = remote_topics.topic_ids(target, existing)
+                ids = topic_ids(target, existing)
                 foreign = self.owners.foreign(config, set(existing), ids)
                 wanted = {r: count for r, count in wanted.items() if r not in foreign}
                 self.owners.creating(sorted(r for r in wanted if r not in existing))
@@ -117,7 +118,7 @@ class TopicSync:
                 self.owners.not_created({r for r in failed if r not in existing})
             unknown = [r for r in wanted if r not in failed and r not in self.max_record_bytes]
             limits = remote_topics.max_message_bytes(target, unknown)
-            by_remote = remote_topics.topic_ids(target, wanted) if identity else {}
+            by_remote = topic_ids(target, wanted) if identity else {}
         except KafkaException:
             self.set_reachable("target", False)
             raise
@@ -197,9 +198,9 @@ class TopicSync:
         return {plan.mirrored[topic]: settings for topic, settings in by_source.items()}
 
     def _create_internal_topics(self) -> None:
-        remote_topics.ensure_internal_topic(self.clients.syncs_admin, self.offset_syncs_topic)
-        remote_topics.ensure_internal_topic(self.clients.target_admin, self.checkpoints_topic)
-        remote_topics.ensure_internal_topic(self.clients.target_admin, HEARTBEATS_TOPIC)
+        ensure_internal_topic(self.clients.syncs_admin, self.offset_syncs_topic)
+        ensure_internal_topic(self.clients.target_admin, self.checkpoints_topic)
+        ensure_internal_topic(self.clients.target_admin, HEARTBEATS_TOPIC)
 
     def sync_configs(self, config: WorkerConfig) -> dict[str, int]:
         """Copy the source topics' settings to the remote topics; returns their size limits
