@@ -167,6 +167,11 @@ class WorkerConfig(ApiModel):
             tuple(groups.includes), (*groups.excludes, f"{re.escape(WORKER_GROUP_PREFIX)}.*")
         )
 
+    @property
+    def mirror_name(self) -> str:
+        """The KafkaMirror's name, without its namespace."""
+        return self.mirror.rsplit("/", 1)[-1]
+
     def namer(self) -> TopicNamer:
         return TopicNamer(self.source.alias, self.topic_naming.policy, self.topic_naming.separator)
 

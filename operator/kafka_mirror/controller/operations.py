@@ -222,9 +222,8 @@ def _step(
         else:
             op.phase, op.message = "ResumingMirror", _committed_summary(op)
     elif op.phase == "ResumingMirror" and requested.resume and access.mirrors is not None:
-        own_name = config.mirror.rsplit("/", 1)[-1]
         resumed = resume_forward(
-            op, own_name, access.uid, config, requested.resume, access.mirrors, now
+            op, config.mirror_name, access.uid, config, requested.resume, access.mirrors, now
         )
         if resumed:
             _complete(requested, op, now, also=op.message)
@@ -356,7 +355,7 @@ def _with_reverse(
     way_back = (spec.target.alias, spec.source.alias)
     if reverse is None or (reverse.spec.source.alias, reverse.spec.target.alias) != way_back:
         return op
-    if reverse.spec.standby_for != config.mirror.rsplit("/", 1)[-1]:
+    if reverse.spec.standby_for != config.mirror_name:
         return op
     return op.model_copy(update={"reverse_uid": reverse.uid})
 

@@ -26,10 +26,7 @@ from kafka_mirror.controller.gate import (
     SpecUnusable,
     delete_credentials,
 )
-from kafka_mirror.controller.inputs import (
-    MirrorInputs,
-    SecretProblem,
-)
+from kafka_mirror.controller.inputs import MirrorInputs, SecretProblem
 from kafka_mirror.controller.operation_kafka import ConfluentCluster
 from kafka_mirror.controller.readers import Readers
 from kafka_mirror.controller.resume import KubeMirrors
