@@ -1,4 +1,5 @@
-"""The audit's children, as pure builders: its CronJob and the ServiceAccount it runs as.
+"""The audit's children, as pure builders: its CronJob, the ServiceAccount it runs as, and the
+NetworkPolicy that keeps its pods' ports to themselves.
 
 The audit pod reads the same config file and credentials as the workers (`render.mirror_pod`);
 on Spark on Kubernetes it is Spark's driver (render_spark).
@@ -14,6 +15,7 @@ from kafka_mirror.render import (
     CONFIG_DIR,
     CONFIG_FILE,
     DEFAULT_AUDIT_IMAGE,
+    MIRROR_LABEL,
     CredentialEnv,
     audit_account_name,
     audit_cronjob_name,
@@ -88,7 +90,39 @@ def build_executor_template(name: str, spec: KafkaMirrorSpec) -> str | None:
     """The executors' pod template of the audit on Spark on Kubernetes (None: another master)."""
     if not render_spark.on_kubernetes(spec):
         return None
-    return render_spark.executor_template(_audit_pod(name, spec, [], ""), AUDIT_SCRATCH)
+    labels = child_labels(name, render_spark.EXECUTOR_COMPONENT)
+    return render_spark.executor_template(_audit_pod(name, spec, [], ""), labels, AUDIT_SCRATCH)
+
+
+def build_audit_network_policy(namespace: str, name: str) -> dict[str, Any]:
+    """Who may connect to the mirror's audit pods (its driver, and on Spark on Kubernetes its
+    executors): each other, on any port, and nobody else. Egress stays open: the driver reaches
+    the API server and both reach Kafka wherever the allow-lists permit."""
+    mirror = child_labels(name, "audit")[MIRROR_LABEL]
+    audit_pods = {
+        "matchLabels": {MIRROR_LABEL: mirror},
+        "matchExpressions": [
+            {
+                "key": "app.kubernetes.io/component",
+                "operator": "In",
+                "values": ["audit", render_spark.EXECUTOR_COMPONENT],
+            }
+        ],
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": audit_account_name(name),
+            "namespace": namespace,
+            "labels": child_labels(name, "audit"),
+        },
+        "spec": {
+            "podSelector": audit_pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": audit_pods}]}],
+        },
+    }
 
 
 def build_audit_rbac(namespace: str, name: str, spec: KafkaMirrorSpec) -> list[dict[str, Any]]:

@@ -3,10 +3,16 @@
 The audit job's pod is Spark's driver in client mode: it asks the API server for executor pods
 of the audit image in the mirror's namespace (`kafka-mirror executor`, audit/executor.py), from
 a pod template in the mirror's ConfigMap that gives them the same security context as every
-other pod of the mirror and no service-account token. The executors reach the driver at its pod
-IP on two fixed ports; each is owned by the driver's pod, so however the job ends, Kubernetes'
-garbage collector removes them with it (and Spark deletes them itself when it stops). The
-audit's ServiceAccount may then manage pods in the namespace, nothing else more.
+other pod of the mirror, its labels and no service-account token. The executors reach the driver
+at its pod IP on two fixed ports; each is owned by the driver's pod, so however the job ends,
+Kubernetes' garbage collector removes them with it (and Spark deletes them itself when it stops).
+The audit's ServiceAccount may then manage pods in the namespace, nothing else more (and the
+chart's admission policy bounds which pods: its own executors).
+
+Spark's RPC is authenticated and encrypted (`spark.authenticate`, `spark.network.crypto`): the
+driver makes a secret per run and gives it to the executor pods it creates, so a process that
+reaches the driver's ports without it cannot register as an executor and be sent tasks, which
+carry the Kafka credentials; nor can it read them on the wire.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 
 EXECUTOR_TEMPLATE = "executor-pod.yaml"  # its key in the mirror's ConfigMap
 EXECUTOR_CONTAINER = "executor"
+EXECUTOR_COMPONENT = "audit-executor"  # the executor pods' app.kubernetes.io/component
 DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
 ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Where the driver finds itself (the downward API); audit/spark.py reads them.
@@ -44,6 +51,8 @@ def driver_conf(spec: KafkaMirrorSpec, image: str, config_dir: str) -> dict[str,
         "spark.executor.instances": str(executors.instances),
         "spark.executor.cores": str(executors.cores),
         "spark.executor.memory": executors.memory,
+        "spark.authenticate": "true",
+        "spark.network.crypto.enabled": "true",
     }
     if executors.cpu_request is not None:  # else Spark requests `cores` whole CPUs
         conf["spark.kubernetes.executor.request.cores"] = executors.cpu_request
@@ -76,10 +85,10 @@ def pod_env() -> list[dict[str, Any]]:
     ]
 
 
-def executor_template(pod: dict[str, Any], scratch: str) -> str:
+def executor_template(pod: dict[str, Any], labels: dict[str, str], scratch: str) -> str:
     """The executors' pod template, from the audit pod (`pod`): its security context, node
-    placement and scratch space; Spark adds the image, command arguments, environment and
-    resources."""
+    placement and scratch space, and the executors' `labels`; Spark adds its own labels, the
+    image, command arguments, environment and resources."""
     audit = pod["containers"][0]
     container = {
         "name": EXECUTOR_CONTAINER,
@@ -96,7 +105,8 @@ def executor_template(pod: dict[str, Any], scratch: str) -> str:
     for placement in ("nodeSelector", "tolerations"):
         if placement in pod:
             spec[placement] = pod[placement]
-    return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "spec": spec}, sort_keys=True)
+    template = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": labels}, "spec": spec}
+    return yaml.safe_dump(template, sort_keys=True)
 
 
 def driver_rule() -> dict[str, Any]:

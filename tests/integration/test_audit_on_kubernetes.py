@@ -26,6 +26,7 @@ from kubernetes import client
 from kafka_mirror import render_spark
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.kube import apply
+from kafka_mirror.render import MIRROR_LABEL
 from kafka_mirror.render_audit import build_audit_rbac, build_executor_template
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.builds import export_spark_jars
@@ -105,6 +106,18 @@ def secret_env(template: str) -> dict[str, Any]:
     return container | {"image": IMAGE, "env": [{"name": "P", "valueFrom": reference}]}
 
 
+def container_with(template: str, **fields: Any) -> dict[str, Any]:
+    """The executor's container, of the probe's image, with `fields` changed."""
+    container: dict[str, Any] = yaml.safe_load(template)["spec"]["containers"][0]
+    return container | {"image": IMAGE, **fields}
+
+
+def privileged(template: str, security: dict[str, Any]) -> dict[str, Any]:
+    """The executor's container with `security` added to its security context."""
+    container = container_with(template)
+    return container | {"securityContext": {**container["securityContext"], **security}}
+
+
 def audit(config_path: Path, master: str, conf: dict[str, str], env: dict[str, str]) -> Any:
     """`kafka-mirror audit` as the CronJob's pod runs it; its JSON report."""
     args = [sys.executable, "-m", "kafka_mirror", "audit", "--config", str(config_path)]
@@ -170,11 +183,17 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
             text=True,
         )
 
-    def create_as_driver(changes: dict[str, Any]) -> str:
+    def create_as_driver(changes: dict[str, Any], labels: dict[str, str] | None = None) -> str:
         """Creates, as the driver's account, a pod from the executors' template with `changes`
-        to its spec (dry run on the server, where admission runs); the refusal, or ""."""
+        to its spec (and `labels` for its own; dry run on the server, where admission runs);
+        the refusal, or ""."""
         pod = yaml.safe_load(template)
-        pod["metadata"] = {"name": "probe", "labels": {"spark-role": "probe"}}
+        pod["metadata"] = {
+            "name": "probe",
+            "labels": {**pod["metadata"]["labels"], "spark-role": "probe"}
+            if labels is None
+            else labels,
+        }
         pod["spec"]["containers"][0]["image"] = IMAGE
         pod["spec"] |= changes
         done = as_driver(
@@ -187,6 +206,10 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
     for document in policy:
         apply(kube_api, document)
     foreign = {"containers": [{"name": "x", "image": "busybox", "command": ["sh"]}]}
+    mirror_labels = yaml.safe_load(template)["metadata"]["labels"]
+    pod_security = yaml.safe_load(template)["spec"]["securityContext"]
+    host_port = {"containerPort": 7079, "hostPort": 7079}
+    admin = {"add": ["NET_ADMIN"]}
     wait_for(lambda: "only the images" in create_as_driver(foreign), 60, "the policy in force")
     # The driver's own pod: the executors' owner (this API server runs no pod; it is a record).
     driver = "audit-driver"
@@ -222,10 +245,32 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
             ("scratch space", {"volumes": [*pod_volumes(template), secret]}),
             ("reads no Secret", {"containers": [secret_env(template)]}),
             ("no host namespace", {"hostNetwork": True}),
+            ("no host port", {"containers": [container_with(template, ports=[host_port])]}),
+            (
+                "no privilege",
+                {
+                    "containers": [
+                        privileged(template, {"privileged": True, "allowPrivilegeEscalation": True})
+                    ]
+                },
+            ),
+            ("no privilege", {"containers": [privileged(template, {"capabilities": admin})]}),
+            (
+                "no privilege",
+                {"containers": [privileged(template, {"allowPrivilegeEscalation": True})]},
+            ),
+            ("other than 0", {"securityContext": {**pod_security, "runAsUser": 0}}),
+            ("other than 0", {"containers": [privileged(template, {"runAsUser": 0})]}),
+            ("not on a node", {"nodeName": "the-node"}),
         ]
         for reason, changes in refusals:
             refusal = create_as_driver(changes)
             assert reason in refusal, (changes, refusal)
+        # Only its own mirror's executors: no pod without their labels, or another mirror's.
+        for labels in ({"spark-role": "executor"}, {**mirror_labels, MIRROR_LABEL: "other"}):
+            assert "executor pods of its mirror" in create_as_driver({}, labels), labels
+        refusal = as_driver("delete", "pod", driver, "-n", namespace, "--dry-run=server").stderr
+        assert "executor pods of its mirror" in refusal, refusal
     finally:
         kubelet.end()
         delete_policy(kube_api, policy)

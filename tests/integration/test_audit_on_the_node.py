@@ -1,8 +1,10 @@
 """The audit on Spark on Kubernetes on the real node: the CronJob's pod is Spark's driver, the
 kubelet runs the executor pods it asks for (under the chart's admission policy), they reach the
 driver over the pod network and Kafka at the bridge address. The verdict and counts equal local
-mode's on the same records; the executors are deleted when the run succeeds, stop when their
-driver is killed, and go with its pod, even while another driver of the Job runs. Both runs are
+mode's on the same records; a rogue executor started beside them from everything their pods
+carry but the run's secret is refused by the driver; the executors are deleted when the run
+succeeds, stop when their driver is killed, and go with its pod, even while another driver of
+the Job runs. Both runs are
 timed: docs/audit.md has the figure for a million records, `AUDIT_ON_NODE_RECORDS=1000000`
 (in the suite a tenth of that: the Spark work of the suite's longest line)."""
 
@@ -66,6 +68,84 @@ class ExecutorWatch(threading.Thread):
     def end(self) -> None:
         self.done.set()
         self.join(10)
+
+
+class RogueExecutor(threading.Thread):
+    """A pod beside the audit that starts a Spark executor as the driver's own pods do, from
+    everything one of them carries (the driver's address, the application, the settings), with
+    a guessed secret in place of the run's: started as soon as the driver's first executor pod
+    exists, so it knocks while the driver works."""
+
+    NAME = "rogue-executor"
+    SECRET = "_SPARK_AUTH_SECRET"
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.api, self.core, self.namespace = api, client.CoreV1Api(api), namespace
+        self.carried_secret = False  # the driver's executor pods carry the run's secret
+        self.driver_running = False  # the driver still ran when the rogue had ended
+        self.driver = ""  # where the executors reach the driver, host:port
+        self.log = ""
+        self.failed = False
+        self.executor_log = ""  # the model executor's, meanwhile
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            wait_for(lambda: executors(self.core, self.namespace), 300, "an executor pod")
+            model = executors(self.core, self.namespace)[0]
+            driver = model.metadata.owner_references[0].name
+            self.core.create_namespaced_pod(self.namespace, self._pod(model))
+
+            def ended() -> Any:
+                pod = self.core.read_namespaced_pod(self.NAME, self.namespace)
+                return pod.status.phase in ("Succeeded", "Failed")
+
+            wait_for(ended, 300, "the rogue executor to end")
+            phase = self.core.read_namespaced_pod(driver, self.namespace).status.phase
+            self.driver_running = phase == "Running"
+            self.log = pods.log_of(self.core, self.namespace, self.NAME)
+            self.executor_log = pods.log_of(self.core, self.namespace, model.metadata.name)
+            self.failed = (
+                self.core.read_namespaced_pod(self.NAME, self.namespace).status.phase == "Failed"
+            )
+        except BaseException as error:  # re-raised by the test
+            self.error = error
+
+    def _pod(self, model: Any) -> dict[str, Any]:
+        spec = self.api.sanitize_for_serialization(model.spec)
+        container = spec["containers"][0]
+        env = [e for e in container["env"] if e["name"] != self.SECRET]
+        self.carried_secret = len(env) < len(container["env"])
+        (url,) = [e["value"] for e in env if e["name"] == "SPARK_DRIVER_URL"]
+        self.driver = url.rpartition("@")[2]
+        overrides = {"SPARK_EXECUTOR_ID": "99", "SPARK_EXECUTOR_POD_NAME": self.NAME}
+        env = [
+            {"name": e["name"], "value": overrides[e["name"]]} if e["name"] in overrides else e
+            for e in env
+        ]
+        env.append({"name": self.SECRET, "value": "a-guess"})
+        container = {k: container[k] for k in ("image", "command", "args", "securityContext")}
+        container |= {
+            "name": "rogue",
+            "env": env,
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        }
+        return {
+            "metadata": {"name": self.NAME},
+            "spec": {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "securityContext": spec["securityContext"],
+                "containers": [container],
+                "volumes": [{"name": "tmp", "emptyDir": {}}],
+            },
+        }
+
+    def end(self) -> None:
+        self.join(600)
+        if self.error is not None:
+            raise self.error
 
 
 def executors(core: client.CoreV1Api, namespace: str) -> list[Any]:
@@ -141,8 +221,19 @@ def drill(node_stack: NodeStack, kube_node: KubeNode, tmp_path: Path) -> None:
     wait_for(rendered, 60, "the CronJob rendered for executor pods")
     watch = ExecutorWatch(core, namespace)
     watch.start()
+    rogue = RogueExecutor(api, namespace)
+    rogue.start()
     on_pods, pods_took = run_audit()
     watch.end()
+    rogue.end()
+    # The rogue knocked while the driver ran, and the driver closed the connection at the
+    # handshake: it never registered (as the driver's own executors did) nor ran a task.
+    print(f"the rogue executor's log:\n{rogue.log[:6000]}")
+    assert rogue.carried_secret and rogue.driver_running, rogue.log[-3000:]
+    assert "Successfully registered with driver" in rogue.executor_log, rogue.executor_log
+    assert rogue.failed and "registered with driver" not in rogue.log, rogue.log[-3000:]
+    assert "New auth protocol failed" in rogue.log, rogue.log  # the driver's handshake refused
+    assert "Failed to send RPC" in rogue.log and f"/{rogue.driver}" in rogue.log, rogue.log
     seen = watch.seen
     print(
         f"the audit of {RECORDS:,} records, from the job's creation to its end: "

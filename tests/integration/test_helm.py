@@ -130,6 +130,7 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
         ("delete", "cronjobs.batch"),
         ("patch", "poddisruptionbudgets.policy"),
         ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("patch", "networkpolicies.networking.k8s.io"),
         ("create", "events"),
     ):
         assert allowed(*request, "-n", namespace), request
@@ -142,6 +143,7 @@ def test_the_charts_rbac_is_no_broader_than_the_operator_needs(
         ("update", "deployments.apps", "-n", namespace),
         ("watch", "configmaps", "-n", namespace),
         ("list", "cronjobs.batch", "-n", namespace),
+        ("list", "networkpolicies.networking.k8s.io", "-n", namespace),
         ("patch", "events", "-n", namespace),
         ("create", "events.events.k8s.io", "-n", namespace),
         ("list", "secrets", "-n", namespace),

@@ -14,11 +14,13 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.audit.executor import BACKEND, executor_command
 from kafka_mirror.render import (
     CONFIG_DIR,
+    MIRROR_LABEL,
     build_config_map,
     build_worker_config,
 )
 from kafka_mirror.render_audit import (
     build_audit_cronjob,
+    build_audit_network_policy,
     build_audit_rbac,
     build_executor_template,
 )
@@ -55,6 +57,7 @@ def test_the_driver_is_told_the_executors_image_count_size_and_template() -> Non
     assert conf["spark.kubernetes.container.image"] == "registry/audit:1"
     assert conf["spark.executor.instances"] == "3" and conf["spark.executor.memory"] == "2g"
     assert conf["spark.kubernetes.executor.request.cores"] == "250m"
+    assert conf["spark.authenticate"] == "true" and conf["spark.network.crypto.enabled"] == "true"
     assert conf["spark.kubernetes.executor.podTemplateFile"] == f"{CONFIG_DIR}/executor-pod.yaml"
     pod_env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert pod_env == render_spark.POD_ENV
@@ -73,6 +76,8 @@ def test_the_executors_template_has_every_pods_security_and_no_token() -> None:
     assert container["securityContext"] == audit["containers"][0]["securityContext"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["nodeSelector"] == {"pool": "mirrors"}
+    labels = yaml.safe_load(template)["metadata"]["labels"]
+    assert labels[MIRROR_LABEL] == "m" and labels["app.kubernetes.io/component"] == "audit-executor"
     config, _ = build_worker_config("team-a", "m", mirror, [])
     assert (
         build_config_map("team-a", "m", config, template)["data"]["executor-pod.yaml"] == template
@@ -143,3 +148,13 @@ def test_the_executor_command_keeps_sparks_contract() -> None:
         "--resourceProfileId": "0",
         "--podName": "kafka-mirror-audit-exec-2",
     }
+
+
+def test_only_the_mirrors_audit_pods_may_connect_to_them() -> None:
+    policy = build_audit_network_policy("team-a", "m")["spec"]
+    selected = policy["podSelector"]
+    assert selected["matchLabels"] == {MIRROR_LABEL: "m"}
+    (components,) = selected["matchExpressions"]
+    assert components["values"] == ["audit", "audit-executor"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [{"from": [{"podSelector": selected}]}]

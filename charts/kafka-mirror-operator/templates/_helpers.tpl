@@ -62,7 +62,7 @@ What the operator does, and nothing more (each verb is a call it makes):
   the owner's finalizers;
 - Secrets a mirror names: get by name (no list, no watch);
 - each mirror's children (ConfigMap, Deployment, PodDisruptionBudget, Service, CronJob, and
-  the audit's ServiceAccount, Role and RoleBinding): get (is the name free, or the mirror's own?),
+  the audit's ServiceAccount, Role, RoleBinding and NetworkPolicy): get (is the name free, or the mirror's own?),
   server-side apply (patch, and create when the object is new), delete;
 - events: create (core v1, as kopf and the status loop post them);
 - pods, only where the installer allows a k8s:// Spark master: never used by the operator
@@ -108,6 +108,9 @@ What the operator does, and nothing more (each verb is a call it makes):
   verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
   verbs: ["get", "create", "patch", "delete"]
 {{- if include "kafka-mirror-operator.sparkOnKubernetes" . }}
 - apiGroups: [""]

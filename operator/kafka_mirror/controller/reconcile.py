@@ -85,6 +85,7 @@ def desired_children(inputs: MirrorInputs, images: render.Images) -> Desired:
         render.build_disruption_budget(namespace, name, spec),
         render_audit.build_audit_cronjob(namespace, name, spec, envs, images.audit),
         *render_audit.build_audit_rbac(namespace, name, spec),
+        render_audit.build_audit_network_policy(namespace, name),
     ]
     # An owner reference only: kopf.adopt would copy the mirror's labels too, and a label can
     # steer other controllers (a backup tool's exclusion, a proxy's, a GitOps tool's tracking).
@@ -182,6 +183,7 @@ def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid:
         ("rbac.authorization.k8s.io/v1", "RoleBinding", render.audit_account_name(name)),
         ("rbac.authorization.k8s.io/v1", "Role", render.audit_account_name(name)),
         ("v1", "ServiceAccount", render.audit_account_name(name)),
+        ("networking.k8s.io/v1", "NetworkPolicy", render.audit_account_name(name)),
     ):
         found = read(api, api_version, kind, namespace, child)
         if found is not None and controller_uid(found) == owner_uid:
