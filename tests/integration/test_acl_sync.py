@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 from kafka_mirror.worker.acl_sync import Grant
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import admin_for, create_topics, produce, records, unique
-from tests.helpers.worker import StartWorker, wait_for, worker_config
+from tests.helpers.worker import StartWorker, commit_group, wait_for, worker_config
 from tests.integration.test_security import fresh_scram_user, scram_login
 
 pytestmark = pytest.mark.kafka
@@ -38,8 +38,9 @@ def bind(
     operation: AclOperation,
     permission: AclPermissionType = ALLOW,
     pattern: ResourcePatternType = LITERAL,
+    resource: ResourceType = ResourceType.TOPIC,
 ) -> AclBinding:
-    binding = AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", operation, permission)
+    binding = AclBinding(resource, name, pattern, principal, "*", operation, permission)
     admin_for(cluster.bootstrap_servers).create_acls([binding])[binding].result(10)
     return binding
 
@@ -57,11 +58,13 @@ def unbind(cluster: LocalKafka, binding: AclBinding) -> None:
     assert admin_for(cluster.bootstrap_servers).delete_acls([exactly])[exactly].result(10)
 
 
-def grants_on(cluster: LocalKafka, topic: str) -> set[Grant]:
+def grants_on(
+    cluster: LocalKafka, name: str, resource: ResourceType = ResourceType.TOPIC
+) -> set[Grant]:
     any_value = None
     found = AclBindingFilter(
-        ResourceType.TOPIC,
-        topic,
+        resource,
+        name,
         LITERAL,
         any_value,  # type: ignore[arg-type]
         any_value,  # type: ignore[arg-type]
@@ -70,7 +73,7 @@ def grants_on(cluster: LocalKafka, topic: str) -> set[Grant]:
     )
     bindings = admin_for(cluster.bootstrap_servers).describe_acls(found).result(10)
     return {
-        Grant(b.name, b.principal, b.host, b.operation.name, b.permission_type.name)
+        Grant(b.restype.name, b.name, b.principal, b.host, b.operation.name, b.permission_type.name)
         for b in bindings
     }
 
@@ -107,6 +110,40 @@ def reads(cluster: LocalKafka, user: str, password: str, topic: str) -> int | st
         consumer.close()
 
 
+def reads_in_group(
+    cluster: LocalKafka, user: str, password: str, group: str, topic: str, count: int
+) -> int | str:
+    """Records `user` reads from `topic` as a member of `group`, committing them (READ on the
+    group), or the error the broker answers."""
+    consumer = Consumer(
+        {
+            **scram_login(cluster, user, password),
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        read = 0
+        for _ in range(600):
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None and not error.retriable():
+                return str(error.name())
+            read += error is None
+            if read == count:
+                consumer.commit(asynchronous=False)
+                return read
+        return f"{read} read in 60 s"
+    except KafkaException as error:
+        return str(error.args[0].name())
+    finally:
+        consumer.close()
+
+
 def test_topic_acls_follow_the_mirrored_topics_and_only_the_syncs_own_go(
     kafka_b_acl: LocalKafka, start_worker: StartWorker, tmp_path: Path
 ) -> None:
@@ -133,16 +170,16 @@ def test_topic_acls_follow_the_mirrored_topics_and_only_the_syncs_own_go(
     )
     first = start_worker(config, "worker-acls")
     expected = {
-        Grant(remote, f"User:{alice}", "*", "READ", "ALLOW"),
-        Grant(remote, f"User:{bob}", "*", "READ", "ALLOW"),
-        Grant(remote, f"User:{bob}", "*", "DESCRIBE", "ALLOW"),
-        Grant(remote, "User:mallory", "*", "READ", "DENY"),
-        Grant(remote, "User:ANONYMOUS", "*", "READ", "ALLOW"),
-        Grant(remote, "User:ANONYMOUS", "*", "DESCRIBE", "ALLOW"),
+        Grant("TOPIC", remote, f"User:{alice}", "*", "READ", "ALLOW"),
+        Grant("TOPIC", remote, f"User:{bob}", "*", "READ", "ALLOW"),
+        Grant("TOPIC", remote, f"User:{bob}", "*", "DESCRIBE", "ALLOW"),
+        Grant("TOPIC", remote, "User:mallory", "*", "READ", "DENY"),
+        Grant("TOPIC", remote, "User:ANONYMOUS", "*", "READ", "ALLOW"),
+        Grant("TOPIC", remote, "User:ANONYMOUS", "*", "DESCRIBE", "ALLOW"),
     }
     by_hand = {
-        Grant(remote, "User:ANONYMOUS", "*", "ALL", "ALLOW"),
-        Grant(remote, "User:dave", "*", "READ", "ALLOW"),
+        Grant("TOPIC", remote, "User:ANONYMOUS", "*", "ALL", "ALLOW"),
+        Grant("TOPIC", remote, "User:dave", "*", "READ", "ALLOW"),
     }
     wait_for(lambda: grants_on(cluster, remote) == expected | by_hand, 60, "the bindings synced")
     # Nobody but the mirror writes the copy: carol's WRITE did not follow, bob's ALL is READ
@@ -153,7 +190,7 @@ def test_topic_acls_follow_the_mirrored_topics_and_only_the_syncs_own_go(
 
     # A binding deleted on the source goes from the target; someone else's stays.
     unbind(cluster, alice_reads)
-    expected.discard(Grant(remote, f"User:{alice}", "*", "READ", "ALLOW"))
+    expected.discard(Grant("TOPIC", remote, f"User:{alice}", "*", "READ", "ALLOW"))
     wait_for(lambda: grants_on(cluster, remote) == expected | by_hand, 60, "alice's right gone")
     assert reads(cluster, alice, alice_pw, remote) == "TOPIC_AUTHORIZATION_FAILED"
 
@@ -164,3 +201,47 @@ def test_topic_acls_follow_the_mirrored_topics_and_only_the_syncs_own_go(
     unbind(cluster, bob_all)
     expected -= {g for g in expected if g.principal == f"User:{bob}"}
     wait_for(lambda: grants_on(cluster, remote) == expected | by_hand, 60, "bob's rights gone")
+
+
+def test_group_acls_follow_the_checkpointed_groups_for_renamed_principals(
+    kafka_b_acl: LocalKafka, start_worker: StartWorker
+) -> None:
+    """A consumer allowed its topic and its group on the source resumes that group on the
+    target under its target principal (one cluster is both sides here, so the principal is
+    renamed to tell the copy from the source's binding); a group not checkpointed gets none."""
+    cluster, group, unlisted = kafka_b_acl, unique("app-"), unique("app-")
+    topic = unique("acl-")
+    remote = f"{topic}.A"
+    create_topics(cluster.bootstrap_servers, [topic], partitions=1)
+    produce(cluster.bootstrap_servers, topic, records(30, partitions=1))
+    commit_group(cluster, group, topic, {0: 10})  # the application's group, before its ACLs
+    (alice, _), (alice_dr, alice_dr_pw) = fresh_scram_user(cluster), fresh_scram_user(cluster)
+    for name, resource in ((topic, ResourceType.TOPIC), (remote, ResourceType.TOPIC)):
+        bind(cluster, name, "User:ANONYMOUS", AclOperation.ALL, resource=resource)
+    bind(cluster, group, "User:ANONYMOUS", AclOperation.ALL, resource=ResourceType.GROUP)
+    bind(cluster, topic, f"User:{alice}", AclOperation.READ)
+    alice_group = bind(
+        cluster, group, f"User:{alice}", AclOperation.READ, resource=ResourceType.GROUP
+    )
+    bind(cluster, unlisted, f"User:{alice}", AclOperation.READ, resource=ResourceType.GROUP)
+    principals = [{"source": f"User:{alice}", "target": f"User:{alice_dr}"}]
+    config = worker_config(
+        cluster,
+        cluster,
+        [re.escape(topic)],
+        aclSync={"intervalSeconds": 10, "principals": principals},  # on by default
+    )
+    start_worker(config, "worker-group-acls")
+    copy = Grant("GROUP", group, f"User:{alice_dr}", "*", "READ", "ALLOW")
+    wait_for(lambda: copy in grants_on(cluster, group, ResourceType.GROUP), 60, "the group's copy")
+    wait_for(lambda: grants_on(cluster, remote) != set(), 60, "the topic's copies")
+    assert reads_in_group(cluster, alice_dr, alice_dr_pw, group, remote, 30) == 30
+    assert not any(
+        g.principal == f"User:{alice_dr}" for g in grants_on(cluster, unlisted, ResourceType.GROUP)
+    ), "a group the mirror does not checkpoint got a copy"
+
+    # The source's binding deleted: the copy goes, and the group is closed to the principal.
+    unbind(cluster, alice_group)
+    wait_for(lambda: copy not in grants_on(cluster, group, ResourceType.GROUP), 60, "the copy gone")
+    refused = reads_in_group(cluster, alice_dr, alice_dr_pw, group, remote, 30)
+    assert refused == "GROUP_AUTHORIZATION_FAILED", refused

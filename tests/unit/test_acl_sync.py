@@ -23,6 +23,7 @@ WRITING = {"WRITE", "ALTER", "ALTER_CONFIGS", "DELETE", "CREATE", "ALL", "IDEMPO
 
 bindings = st.builds(
     SourceBinding,
+    resource=st.just("TOPIC"),
     pattern=st.sampled_from(["LITERAL", "PREFIXED"]),
     name=st.sampled_from([*TOPICS, "pay", "p", "*", "or"]),
     principal=st.sampled_from(PRINCIPALS),
@@ -50,58 +51,59 @@ def test_the_target_grants_nothing_the_source_did_not_and_no_writing_right(
     source: list[SourceBinding], mirrored: dict[str, str]
 ) -> None:
     remote_to_source = {remote: topic for topic, remote in mirrored.items()}
-    for grant in remote_grants(source, mirrored, {}):
-        assert grant.topic in remote_to_source, grant  # only mirrored topics' copies
+    for grant in remote_grants(source, mirrored, [], {}):
+        assert grant.name in remote_to_source, grant  # only mirrored topics' copies
         if grant.permission == "ALLOW":
             assert grant.operation not in WRITING, grant
-            assert allows(source, grant.principal, grant.operation, remote_to_source[grant.topic])
+            assert allows(source, grant.principal, grant.operation, remote_to_source[grant.name])
 
 
 @given(st.lists(bindings, max_size=12), mirrored_topics)
 def test_every_reading_right_and_every_deny_of_one_arrives(
     source: list[SourceBinding], mirrored: dict[str, str]
 ) -> None:
-    grants = remote_grants(source, mirrored, {})
+    grants = remote_grants(source, mirrored, [], {})
     for topic, remote in mirrored.items():
         for principal in PRINCIPALS:
             for operation in ("READ", "DESCRIBE"):
                 if allows(source, principal, operation, topic):
-                    assert Grant(remote, principal, "*", operation, "ALLOW") in grants
+                    assert Grant("TOPIC", remote, principal, "*", operation, "ALLOW") in grants
     for binding in source:
         if binding.permission != "DENY":
             continue
         denied = READING if binding.operation == "ALL" else (binding.operation,)
         for topic in filter(binding.covers, mirrored):
             for operation in set(denied) & set(READING):
-                assert Grant(mirrored[topic], binding.principal, "*", operation, "DENY") in grants
+                assert (
+                    Grant("TOPIC", mirrored[topic], binding.principal, "*", operation, "DENY")
+                    in grants
+                )
 
 
 def test_principals_are_renamed_for_the_target() -> None:
-    source = [SourceBinding("LITERAL", "pay", "User:svc-x", "*", "READ", "ALLOW")]
-    grants = remote_grants(source, {"pay": "pay.A"}, {"User:svc-x": "User:svc-x-dr"})
-    assert grants == {Grant("pay.A", "User:svc-x-dr", "*", "READ", "ALLOW")}
+    source = [SourceBinding("TOPIC", "LITERAL", "pay", "User:svc-x", "*", "READ", "ALLOW")]
+    grants = remote_grants(source, {"pay": "pay.A"}, [], {"User:svc-x": "User:svc-x-dr"})
+    assert grants == {Grant("TOPIC", "pay.A", "User:svc-x-dr", "*", "READ", "ALLOW")}
 
 
 def test_a_prefixed_binding_becomes_literal_ones_for_the_mirrored_topics_only() -> None:
-    source = [SourceBinding("PREFIXED", "pay", "User:bob", "*", "ALL", "ALLOW")]
-    grants = remote_grants(source, {"pay.cards": "pay.cards.A", "hr": "hr.A"}, {})
+    source = [SourceBinding("TOPIC", "PREFIXED", "pay", "User:bob", "*", "ALL", "ALLOW")]
+    grants = remote_grants(source, {"pay.cards": "pay.cards.A", "hr": "hr.A"}, [], {})
     assert grants == {
-        Grant("pay.cards.A", "User:bob", "*", "READ", "ALLOW"),
-        Grant("pay.cards.A", "User:bob", "*", "DESCRIBE", "ALLOW"),
+        Grant("TOPIC", "pay.cards.A", "User:bob", "*", "READ", "ALLOW"),
+        Grant("TOPIC", "pay.cards.A", "User:bob", "*", "DESCRIBE", "ALLOW"),
     }
 
 
+REMOTES = {("TOPIC", topic) for topic in ("pay.A", "hr.A", "orders.A")} | {("GROUP", "pay-app")}
 grants = st.builds(
-    Grant,
-    topic=st.sampled_from(["pay.A", "hr.A", "orders.A"]),
+    lambda resource_name, **fields: Grant(*resource_name, **fields),
+    resource_name=st.sampled_from(sorted(REMOTES)),
     principal=st.sampled_from(PRINCIPALS),
     host=st.just("*"),
     operation=st.sampled_from(["READ", "DESCRIBE"]),
     permission=st.sampled_from(["ALLOW", "DENY"]),
 )
-
-
-REMOTES = {"pay.A", "hr.A", "orders.A"}
 
 
 @given(st.sets(grants), st.lists(st.sets(grants), min_size=1, max_size=6))
@@ -120,10 +122,56 @@ def test_rounds_of_syncs_leave_exactly_the_foreign_bindings_and_the_desired_ones
 
 @given(st.sets(grants), st.sets(grants), st.sets(st.sampled_from(sorted(REMOTES))))
 def test_a_topic_out_of_the_plan_keeps_its_bindings(
-    ours: set[Grant], desired: set[Grant], mirrored_now: set[str]
+    ours: set[Grant], desired: set[Grant], mirrored_now: set[tuple[str, str]]
 ) -> None:
     """A worker just started knows no topic yet; a topic unmirrored or unread for a moment:
     none of their bindings goes, its DENYs kept with its data."""
     plan = plan_sync(desired, ours, ours, mirrored_now)
-    assert all(g.topic in mirrored_now for g in plan.delete)
+    assert all((g.resource, g.name) in mirrored_now for g in plan.delete)
     assert plan_sync(desired, ours, ours, set()).delete == set()
+
+
+GROUPS = ["pay-app", "pay-batch", "hr-app"]
+group_bindings = st.builds(
+    SourceBinding,
+    resource=st.sampled_from(["GROUP", "TOPIC"]),
+    pattern=st.sampled_from(["LITERAL", "PREFIXED"]),
+    name=st.sampled_from([*GROUPS, "pay", "p", "*"]),
+    principal=st.sampled_from(PRINCIPALS),
+    host=st.just("*"),
+    operation=st.sampled_from([*OPERATIONS, "DESCRIBE"]),
+    permission=st.sampled_from(["ALLOW", "DENY"]),
+)
+
+
+@given(st.lists(group_bindings, max_size=12), st.sets(st.sampled_from(GROUPS)))
+def test_a_checkpointed_group_gets_its_reading_rights_and_denies_and_nothing_more(
+    source: list[SourceBinding], checkpointed: set[str]
+) -> None:
+    grants = {g for g in remote_grants(source, {}, checkpointed, {}) if g.resource == "GROUP"}
+    groups_bound = [b for b in source if b.resource == "GROUP"]
+    for grant in grants:
+        assert grant.name in checkpointed, grant  # only the checkpointed groups, by their names
+        assert grant.operation in ("READ", "DESCRIBE"), grant  # never DELETE on a group
+        if grant.permission == "ALLOW":
+            assert allows(groups_bound, grant.principal, grant.operation, grant.name), grant
+    for group in checkpointed:
+        for principal in PRINCIPALS:
+            for operation in ("READ", "DESCRIBE"):
+                if allows(groups_bound, principal, operation, group):
+                    assert Grant("GROUP", group, principal, "*", operation, "ALLOW") in grants
+    for binding in groups_bound:
+        if binding.permission == "DENY" and binding.operation in ("ALL", "READ", "DESCRIBE"):
+            denied = ("READ", "DESCRIBE") if binding.operation == "ALL" else (binding.operation,)
+            for group in filter(binding.covers, checkpointed):
+                for operation in denied:
+                    assert (
+                        Grant("GROUP", group, binding.principal, "*", operation, "DENY") in grants
+                    )
+
+
+def test_a_topic_binding_grants_nothing_on_a_group_of_the_same_name() -> None:
+    source = [SourceBinding("TOPIC", "LITERAL", "pay", "User:bob", "*", "READ", "ALLOW")]
+    assert remote_grants(source, {}, ["pay"], {}) == set()
+    source = [SourceBinding("GROUP", "LITERAL", "pay", "User:bob", "*", "READ", "ALLOW")]
+    assert remote_grants(source, {"pay": "pay.A"}, [], {}) == set()

@@ -175,16 +175,18 @@ class PrincipalMapping(ApiModel):
 
 
 class AclSync(ApiModel):
-    """The mirrored topics' ACLs follow them to their remote topics (docs/runbook-dr.md)."""
+    """The mirrored topics' and checkpointed groups' ACLs follow them to the target
+    (docs/runbook-dr.md)."""
 
     enabled: bool = Field(
-        default=False,
+        default=True,
         description="Copy the reading rights (READ, DESCRIBE, DESCRIBE_CONFIGS; ALL as READ "
         "and DESCRIBE) and their DENYs of the mirrored topics' ACLs on the source to the remote "
-        "topics, prefixed and wildcard bindings as one literal binding per topic; never WRITE. "
-        "Needs DESCRIBE on the source's Cluster and DESCRIBE and ALTER on the target's. Off by "
-        "default until its known limits are lifted (docs/runbook-dr.md); not under identity "
-        "naming.",
+        "topics, and of the checkpointed groups' ACLs (READ, DESCRIBE) to the same groups on the "
+        "target, prefixed and wildcard bindings as one literal binding per topic or group; never "
+        "WRITE. Needs DESCRIBE on the source's Cluster and DESCRIBE and ALTER on the target's "
+        "(without them mirroring goes on, and the workers say which right is missing). On by "
+        "default, as MirrorMaker 2's sync.topic.acls.enabled; not under identity naming.",
     )
     interval_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
         default=60, description="How often the ACLs are compared and copied."

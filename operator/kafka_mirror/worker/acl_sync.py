@@ -1,14 +1,17 @@
-"""Topic ACLs follow the mirrored topics to the target, so that after a failover the
-applications' principals may read the remote topics as they read the source topics
-(MirrorMaker 2's `sync.topic.acls.enabled`; here opt-in, docs/runbook-dr.md says why).
+"""ACLs follow the mirrored topics and the checkpointed groups to the target, so that after a
+failover the applications' principals may read the remote topics and resume their groups as
+they did on the source (MirrorMaker 2's `sync.topic.acls.enabled`, on by default as there; the
+group ACLs are beyond it).
 
 As MirrorMaker 2, nobody but the mirror may write a remote topic: `ALLOW WRITE` is not copied
 and `ALLOW ALL` becomes `READ` and `DESCRIBE`. Beyond it: only the reading rights are copied
 (`READ`, `DESCRIBE`, `DESCRIBE_CONFIGS`; an `ALTER` or `DELETE` on a copy could damage it), a
 `DENY` of those is copied too (a deny that protected data on the source protects its copy), a
-prefixed or wildcard binding becomes one literal binding per mirrored topic it covers (a
-prefixed one on the target would also cover its own topics of that prefix, which the source's
+prefixed or wildcard binding becomes one literal binding per mirrored topic (or group) it covers
+(a prefixed one on the target would also cover its own topics of that prefix, which the source's
 binding never granted), and principals can be renamed for a target whose identities differ.
+Groups keep their names on the target: a group binding copies `READ` and `DESCRIBE` (and their
+DENYs) for the source's groups whose offsets the mirror checkpoints.
 
 Only bindings the sync created are ever deleted, only reading rights of the topics mirrored
 now: it records them in a compacted topic on the target (`ACL_GRANTS_TOPIC`, keyed by mirror
@@ -37,22 +40,26 @@ from confluent_kafka.admin import (
 
 from kafka_mirror.kafka.admin import ensure_internal_topic
 from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
+from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
 ACL_GRANTS_TOPIC = "kafka-mirror-acls.internal"  # on the target; `.internal`: MM2 tools skip it
-READING = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
+READING = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")  # a topic's; a group's are READ, DESCRIBE
+GROUP_READING = ("READ", "DESCRIBE")
+SYNCED = ("TOPIC", "GROUP")  # the resource types copied
 ADMIN_SECONDS = 30.0
 ANY: Any = None  # a filter's "any value" (the client's stubs say str)
 
 
 @dataclass(frozen=True, order=True)
 class Grant:
-    """One literal topic binding, as plain values (the source's, or one made on the target)."""
+    """One literal binding of a topic or group, as plain values (one on the target)."""
 
-    topic: str
+    resource: str  # TOPIC or GROUP
+    name: str
     principal: str
     host: str
     operation: str  # an AclOperation name
@@ -61,8 +68,10 @@ class Grant:
 
 @dataclass(frozen=True)
 class SourceBinding:
-    """A topic binding on the source: literal (its name may be `*`, every topic) or prefixed."""
+    """A topic or group binding on the source: literal (its name may be `*`, every one) or
+    prefixed."""
 
+    resource: str  # TOPIC or GROUP
     pattern: str  # LITERAL or PREFIXED
     name: str
     principal: str
@@ -70,32 +79,38 @@ class SourceBinding:
     operation: str
     permission: str
 
-    def covers(self, topic: str) -> bool:
+    def covers(self, name: str) -> bool:
         if self.pattern == "PREFIXED":
-            return topic.startswith(self.name)
-        return self.name in ("*", topic)
+            return name.startswith(self.name)
+        return self.name in ("*", name)
 
 
-def copied_operations(operation: str, permission: str) -> tuple[str, ...]:
-    """The operations a binding grants (or denies) on the remote topic."""
+def copied_operations(resource: str, operation: str, permission: str) -> tuple[str, ...]:
+    """The operations a binding grants (or denies) on the remote topic or group."""
+    reading = READING if resource == "TOPIC" else GROUP_READING
     if operation == "ALL":
-        return ("READ", "DESCRIBE") if permission == "ALLOW" else READING
-    return (operation,) if operation in READING else ()
+        return ("READ", "DESCRIBE") if permission == "ALLOW" else reading
+    return (operation,) if operation in reading else ()
 
 
 def remote_grants(
-    bindings: Iterable[SourceBinding], mirrored: dict[str, str], principals: dict[str, str]
+    bindings: Iterable[SourceBinding],
+    mirrored: dict[str, str],
+    groups: Iterable[str],
+    principals: dict[str, str],
 ) -> set[Grant]:
     """The bindings the target should hold for the mirrored topics (source topic → remote
-    topic): never more than the source's bindings grant on the corresponding topics."""
+    topic) and the checkpointed groups: never more than the source's bindings grant on the
+    corresponding topics and groups."""
+    names = {"TOPIC": mirrored, "GROUP": {group: group for group in groups}}
     grants: set[Grant] = set()
     for binding in bindings:
         principal = principals.get(binding.principal, binding.principal)
-        operations = copied_operations(binding.operation, binding.permission)
-        for topic, remote in mirrored.items():
-            if binding.covers(topic):
+        operations = copied_operations(binding.resource, binding.operation, binding.permission)
+        for name, remote in names.get(binding.resource, {}).items():
+            if binding.covers(name):
                 grants.update(
-                    Grant(remote, principal, binding.host, op, binding.permission)
+                    Grant(binding.resource, remote, principal, binding.host, op, binding.permission)
                     for op in operations
                 )
     return grants
@@ -109,15 +124,16 @@ class SyncPlan:
 
 
 def plan_sync(
-    desired: set[Grant], ours: set[Grant], on_target: set[Grant], remotes: set[str]
+    desired: set[Grant], ours: set[Grant], on_target: set[Grant], scope: set[tuple[str, str]]
 ) -> SyncPlan:
     """What to create and delete: create what is desired and missing (and own it), delete what
-    the sync made and no longer desires, of the remote topics mirrored now (`remotes`) and
-    only reading rights. A binding on the target the sync did not make is never deleted, nor
-    taken over; a topic out of the plan (unmirrored, not known yet after a restart, its ID
-    unread) keeps what it had, its DENYs with its data."""
+    the sync made and no longer desires, of the remote topics mirrored now and the groups
+    checkpointed now (`scope`: resource and name) and only reading rights. A binding on the
+    target the sync did not make is never deleted, nor taken over; a topic or group out of
+    the plan (unmirrored, not known yet after a restart, its ID unread) keeps what it had, its
+    DENYs with its data."""
     create = desired - on_target
-    delete = {g for g in ours - desired if g.topic in remotes and g.operation in READING}
+    delete = {g for g in ours - desired if (g.resource, g.name) in scope and g.operation in READING}
     return SyncPlan(create, delete, (ours - delete) | create)
 
 
@@ -133,8 +149,8 @@ def _exactly(grant: Grant) -> AclBindingFilter:
 
 def _fields(grant: Grant) -> tuple[Any, ...]:
     return (
-        ResourceType.TOPIC,
-        grant.topic,
+        ResourceType[grant.resource],
+        grant.name,
         ResourcePatternType.LITERAL,
         grant.principal,
         grant.host,
@@ -147,15 +163,34 @@ def _name(value: object) -> str:
     return str(getattr(value, "name", value))  # the client's enums (typed loosely)
 
 
-def _values(binding: AclBinding) -> tuple[str, str, str, str, str]:
-    """name, principal, host, operation, permission."""
+def _values(binding: AclBinding) -> tuple[str, str, str, str, str, str]:
+    """resource, name, principal, host, operation, permission."""
     return (
+        _name(binding.restype),
         binding.name,
         binding.principal,
         binding.host,
         _name(binding.operation),
         _name(binding.permission_type),
     )
+
+
+def _held(settings: dict[str, Any]) -> dict[tuple[str, Grant], bool]:
+    """Each (mirror, binding) of a cluster's ACL_GRANTS_TOPIC: whether the mirror's sync holds
+    it, by the last record of it."""
+    held: dict[tuple[str, Grant], bool] = {}  # in the records' order: the last one holds
+    for key, value in read_to_end(settings, ACL_GRANTS_TOPIC):
+        try:
+            owner, fields = json.loads(key)
+            if "topic" in fields:  # written before group bindings were synced
+                fields = {"resource": "TOPIC", "name": fields.pop("topic"), **fields}
+            grant = Grant(**fields)
+            ResourceType[grant.resource], AclOperation[grant.operation]
+            AclPermissionType[grant.permission]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue  # not a record of ours (another version's, or written by hand)
+        held[(str(owner), grant)] = value == b"1"
+    return held
 
 
 class GrantRecords:
@@ -168,20 +203,15 @@ class GrantRecords:
         self.created = False
 
     def read(self, mirror: str) -> set[Grant]:
-        held: dict[bytes, bool] = {}
-        for key, value in read_to_end(self.clients.target_settings, ACL_GRANTS_TOPIC):
-            held[key] = value == b"1"
-        grants = set()
-        for key, owned in held.items():
-            try:
-                owner, fields = json.loads(key)
-                grant = Grant(**fields)
-                AclOperation[grant.operation], AclPermissionType[grant.permission]
-            except (ValueError, TypeError, KeyError):
-                continue  # not a record of ours (another version's, or written by hand)
-            if owned and owner == mirror:
-                grants.add(grant)
-        return grants
+        """The bindings the mirror's sync holds on the target."""
+        held = _held(self.clients.target_settings)
+        return {grant for (owner, grant), owned in held.items() if owned and owner == mirror}
+
+    def copies_on_source(self) -> set[Grant]:
+        """The bindings any mirror's sync made on the source (a mirror the other way), which
+        are copies, not the applications' own: copied back, a binding revoked on one side
+        would come back from the other."""
+        return {grant for (_, grant), owned in _held(self.clients.source_settings).items() if owned}
 
     def record(self, mirror: str, grants: set[Grant], owned: bool) -> None:
         if not grants:
@@ -203,15 +233,21 @@ class AclSync:
     """The periodic sync of one worker (`sync`, off the mirroring loop)."""
 
     def __init__(
-        self, clients: Clients, metrics: WorkerMetrics, mirror: str, principals: dict[str, str]
+        self,
+        clients: Clients,
+        metrics: WorkerMetrics,
+        mirror: str,
+        groups: NameFilter,
+        principals: dict[str, str],
     ) -> None:
         self.clients, self.metrics, self.mirror = clients, metrics, mirror
-        self.principals = principals
+        self.groups, self.principals = groups, principals
         self.records = GrantRecords(clients)
         self._said: str | None = None  # the last refusal logged, not repeated every round
 
     def sync(self, mirrored: dict[str, str]) -> None:
-        """One round: the source's topic bindings → the target's (source topic → remote)."""
+        """One round: the source's topic and group bindings → the target's (source topic →
+        remote; the checkpointed groups by their names)."""
         source = self._describe("source", ResourcePatternType.ANY)
         target = (
             self._describe("target", ResourcePatternType.LITERAL) if source is not None else None
@@ -219,15 +255,23 @@ class AclSync:
         if source is None or target is None:
             return
         kinds = (ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED)
+        copies = self.records.copies_on_source()
         bindings = [
-            SourceBinding(_name(b.resource_pattern_type), *_values(b))
+            SourceBinding(_values(b)[0], _name(b.resource_pattern_type), *_values(b)[1:])
             for b in source
             if b.resource_pattern_type in kinds
+            and _name(b.restype) in SYNCED
+            and not (
+                b.resource_pattern_type == ResourcePatternType.LITERAL
+                and Grant(*_values(b)) in copies
+            )
         ]
-        desired = remote_grants(bindings, mirrored, self.principals)
-        on_target = {Grant(*_values(b)) for b in target}
-        remotes = set(mirrored.values())
-        plan = plan_sync(desired, self.records.read(self.mirror), on_target, remotes)
+        groups = self._checkpointed_groups()
+        desired = remote_grants(bindings, mirrored, groups, self.principals)
+        on_target = {Grant(*_values(b)) for b in target if _name(b.restype) in SYNCED}
+        scope = {("TOPIC", remote) for remote in mirrored.values()}
+        scope |= {("GROUP", group) for group in groups}
+        plan = plan_sync(desired, self.records.read(self.mirror), on_target, scope)
         # Recorded before it is created, deleted before it is forgotten: a worker killed in
         # between leaves a record of a binding that may not exist, never a binding unrecorded.
         # DENYs are made first and deleted last, so that no ALLOW stands without them.
@@ -262,17 +306,29 @@ class AclSync:
         self._said = None  # a refusal that comes back is said again
         if plan.create or plan.delete:
             log.info(
-                "topic ACLs on the target: %d created, %d deleted",
+                "ACLs on the target: %d created, %d deleted",
                 len(plan.create),
                 len(plan.delete),
             )
 
+    def _checkpointed_groups(self) -> set[str]:
+        """The source's groups whose offsets the mirror checkpoints (those its group filter
+        matches); none this round when the source does not list them."""
+        try:
+            listing = self.clients.source_admin.list_consumer_groups(
+                request_timeout=ADMIN_SECONDS
+            ).result(timeout=ADMIN_SECONDS)
+        except KafkaException as error:
+            log.warning("group ACLs not synced this round: listing the source's groups: %s", error)
+            return set()
+        return {g.group_id for g in listing.valid if self.groups.matches(g.group_id)}
+
     def _describe(self, cluster: str, pattern: ResourcePatternType) -> list[AclBinding] | None:
-        """The cluster's topic bindings; None when it has no authorizer (nothing to sync) or
-        refuses (said once, naming the right it misses; mirroring goes on)."""
+        """The cluster's bindings; None when it has no authorizer (nothing to sync) or refuses
+        (said once, naming the right it misses; mirroring goes on)."""
         admin = self.clients.source_admin if cluster == "source" else self.clients.target_admin
         acl_filter = AclBindingFilter(
-            ResourceType.TOPIC, ANY, pattern, ANY, ANY, AclOperation.ANY, AclPermissionType.ANY
+            ResourceType.ANY, ANY, pattern, ANY, ANY, AclOperation.ANY, AclPermissionType.ANY
         )
         try:
             found: list[AclBinding] = admin.describe_acls(
@@ -296,7 +352,7 @@ class AclSync:
 
     def _say(self, message: str) -> None:
         if message != self._said:
-            log.warning("topic ACLs not synced: %s", message)
+            log.warning("ACLs not synced: %s", message)
             self._said = message
 
 

@@ -169,7 +169,7 @@ class Clients:
         refresh_ms = int(config.refresh_topics_interval_seconds * 1000)
         source: dict[str, Any] = {**defaults, **config.source.client_config()}
         target: dict[str, Any] = {**defaults, **config.target.client_config()}
-        self.target_settings = target
+        self.source_settings, self.target_settings = source, target
         self.admin_settings: dict[str, dict[str, Any]] = {
             "source": {**source, "error_cb": on_error("source")},
             "target": {**target, "error_cb": on_error("target")},

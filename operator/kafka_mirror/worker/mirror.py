@@ -166,7 +166,13 @@ class MirrorWorker(ABC):
         # Under identity naming both ways, a binding each side copied from the other would come
         # back after its revocation: not synced there (docs/runbook-dr.md).
         if config.acl_sync.enabled and config.topic_naming.policy != "identity":
-            acls = AclSync(self.clients, metrics, config.mirror, config.acl_sync.renamed())
+            acls = AclSync(
+                self.clients,
+                metrics,
+                config.mirror,
+                config.groups_checkpointed(),
+                config.acl_sync.renamed(),
+            )
             self.tasks.append(
                 OffLoop(
                     "acls",
