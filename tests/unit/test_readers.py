@@ -43,6 +43,26 @@ def test_a_reader_lives_while_a_mirror_uses_it() -> None:
     readers.forget("ns/m3")
 
 
+def test_a_namespaces_mirrors_get_only_so_many_connections_and_others_are_not_held_back() -> None:
+    """A team giving each mirror other credentials cannot make the operator hold readers
+    without bound: the mirror beyond its namespace's share is refused with a reason, the same
+    connections shared stay open to it, and another namespace is not held back."""
+    readers = Readers(per_namespace=2)
+    readers.get("team-a/m1", "source", "A", PLAIN)
+    readers.get("team-a/m1", "target", "B", ALICE)
+    with pytest.raises(ClusterUnavailable, match="namespace team-a use 2 distinct") as refused:
+        readers.get("team-a/m2", "source", "A", BOB)
+    assert refused.value.reason == "TooManyConnections"
+    readers.get("team-a/m2", "source", "A", dict(PLAIN))  # shared: no new connection
+    readers.get("team-a/m1", "target", "B", BOB)  # a mirror may change its own
+    readers.get("team-b/m1", "source", "A", BOB)  # another namespace's share
+    readers.forget("team-a/m2")
+    readers.forget("team-a/m1")
+    readers.get("team-a/m3", "source", "A", ALICE)  # room again
+    for mirror in ("team-a/m3", "team-b/m1"):
+        readers.forget(mirror)
+
+
 class AnsweredOffsets:
     """An admin client that answers the partitions' offsets at once."""
 

@@ -4,6 +4,11 @@ Each reader holds an admin client and a probe consumer, with their threads and c
 one per mirror made 200 mirrors hold 2,433 threads. Mirrors whose client settings are the same
 (bootstrap servers, security, credentials: all of it) share one; different credentials never
 do. A reader closes when the last mirror using it lets go.
+
+The mirrors of one namespace may use at most CONNECTIONS_PER_NAMESPACE connections: a team
+cannot make the shared operator hold threads and connections without bound by giving each of
+its mirrors other settings (its mirrors beyond say so in their status); the namespaces, which
+administrators make, bound the rest.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ import threading
 from collections.abc import Callable
 
 from kafka_mirror.api.models import SelectionRef
+from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.observe import ClusterReader
+
+CONNECTIONS_PER_NAMESPACE = 32  # a namespace's mirrors usually need two: their A and their B
 
 
 def _connection_key(alias: str, settings: dict[str, str]) -> str:
@@ -26,7 +34,8 @@ def _connection_key(alias: str, settings: dict[str, str]) -> str:
 class Readers:
     """Which reader each mirror uses per role (source, target), and the readers in use."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_namespace: int = CONNECTIONS_PER_NAMESPACE) -> None:
+        self.per_namespace = per_namespace
         self._lock = threading.Lock()
         self._shared: dict[str, ClusterReader] = {}
         self._used: dict[tuple[str, str], str] = {}  # (mirror, role) -> connection key
@@ -41,6 +50,7 @@ class Readers:
         with self._lock:
             reader = self._shared.get(key)
             if reader is None:
+                self._check_room(mirror, role)
                 reader = self._shared[key] = ClusterReader(alias, settings)
             before = self._used.get((mirror, role))
             self._used[(mirror, role)] = key
@@ -58,6 +68,24 @@ class Readers:
             self.left_out.pop(mirror, None)
         for reader in unused:
             reader.close()
+
+    def _check_room(self, mirror: str, role: str) -> None:
+        """Refuse a new connection to a mirror whose namespace's mirrors use all theirs."""
+        namespace = mirror.partition("/")[0]
+        in_use = {
+            key
+            for (user, used_as), key in self._used.items()
+            if user.partition("/")[0] == namespace and (user, used_as) != (mirror, role)
+        }
+        if len(in_use) >= self.per_namespace:
+            raise ClusterUnavailable(
+                "TooManyConnections",
+                f"the mirrors of namespace {namespace} use {len(in_use)} distinct Kafka "
+                f"connections (cluster, security settings and credentials), the most the "
+                f"operator keeps for one namespace: give this mirror's {role} the settings "
+                "and credentials of another mirror of the namespace, or delete mirrors no "
+                "longer needed",
+            )
 
     def _release(self, key: str | None) -> ClusterReader | None:
         """The reader of `key` taken out of the registry if no mirror uses it any more."""
