@@ -53,6 +53,9 @@ def driver_conf(spec: KafkaMirrorSpec, image: str, config_dir: str) -> dict[str,
         "spark.executor.memory": executors.memory,
         "spark.authenticate": "true",
         "spark.network.crypto.enabled": "true",
+        # No fallback to SASL (DIGEST-MD5, unencrypted here): a peer that makes the handshake
+        # fail could otherwise have the tasks, and their Kafka credentials, sent in the clear.
+        "spark.network.crypto.saslFallback": "false",
     }
     if executors.cpu_request is not None:  # else Spark requests `cores` whole CPUs
         conf["spark.kubernetes.executor.request.cores"] = executors.cpu_request

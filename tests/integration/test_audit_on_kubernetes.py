@@ -103,13 +103,14 @@ def secret_env(template: str) -> dict[str, Any]:
     """The executor's container, with a Secret's key in its environment."""
     container: dict[str, Any] = yaml.safe_load(template)["spec"]["containers"][0]
     reference = {"secretKeyRef": {"name": "team-credentials", "key": "password"}}
-    return container | {"image": IMAGE, "env": [{"name": "P", "valueFrom": reference}]}
+    env = [{"name": "P", "valueFrom": reference}]
+    return container | {"image": IMAGE, "args": ["executor"], "env": env}
 
 
 def container_with(template: str, **fields: Any) -> dict[str, Any]:
     """The executor's container, of the probe's image, with `fields` changed."""
     container: dict[str, Any] = yaml.safe_load(template)["spec"]["containers"][0]
-    return container | {"image": IMAGE, **fields}
+    return container | {"image": IMAGE, "args": ["executor"], **fields}
 
 
 def privileged(template: str, security: dict[str, Any]) -> dict[str, Any]:
@@ -190,17 +191,26 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
         pod = yaml.safe_load(template)
         pod["metadata"] = {
             "name": "probe",
+            "ownerReferences": [driver_owner],
             "labels": {**pod["metadata"]["labels"], "spark-role": "probe"}
             if labels is None
             else labels,
         }
-        pod["spec"]["containers"][0]["image"] = IMAGE
+        pod["spec"]["containers"][0] |= {"image": IMAGE, "args": ["executor"]}
         pod["spec"] |= changes
         done = as_driver(
             "create", "--dry-run=server", "-n", namespace, "-f", "-", stdin=json.dumps(pod)
         )
         return "" if done.returncode == 0 else done.stderr
 
+    # The driver's own pod: the executors' owner (this API server runs no pod; it is a record).
+    driver = "audit-driver"
+    client.CoreV1Api(kube_api).create_namespaced_pod(
+        namespace,
+        {"metadata": {"name": driver}, "spec": {"containers": [{"name": "a", "image": "audit"}]}},
+    )
+    driver_uid = client.CoreV1Api(kube_api).read_namespaced_pod(driver, namespace).metadata.uid
+    driver_owner = {"apiVersion": "v1", "kind": "Pod", "name": driver, "uid": driver_uid}
     # The chart's admission policy for a k8s:// master, in force once a wrong image is refused.
     policy = executor_policy(helm, tmp_path / "helm", unique("release"), master, IMAGE)
     for document in policy:
@@ -210,13 +220,10 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
     pod_security = yaml.safe_load(template)["spec"]["securityContext"]
     host_port = {"containerPort": 7079, "hostPort": 7079}
     admin = {"add": ["NET_ADMIN"]}
+    config_ref = {"name": "C", "valueFrom": {"configMapKeyRef": {"name": "other", "key": "k"}}}
+    unconfined = {"type": "Unconfined"}
+    spc = {"type": "spc_t"}
     wait_for(lambda: "only the images" in create_as_driver(foreign), 60, "the policy in force")
-    # The driver's own pod: the executors' owner (this API server runs no pod; it is a record).
-    driver = "audit-driver"
-    client.CoreV1Api(kube_api).create_namespaced_pod(
-        namespace,
-        {"metadata": {"name": driver}, "spec": {"containers": [{"name": "a", "image": "audit"}]}},
-    )
 
     export_spark_jars()
     conf = {
@@ -262,12 +269,23 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
             ("other than 0", {"securityContext": {**pod_security, "runAsUser": 0}}),
             ("other than 0", {"containers": [privileged(template, {"runAsUser": 0})]}),
             ("not on a node", {"nodeName": "the-node"}),
+            ("reads no ConfigMap", {"containers": [container_with(template, env=[config_ref])]}),
+            ("no priority class", {"priorityClassName": "system-node-critical"}),
+            ("no priority class", {"nodeSelector": {"kubernetes.io/hostname": "the-node"}}),
+            ("no priority class", {"tolerations": [{"operator": "Exists"}]}),
+            ("no proc mount", {"containers": [privileged(template, {"seLinuxOptions": spc})]}),
+            ("RuntimeDefault", {"securityContext": {**pod_security, "seccompProfile": unconfined}}),
+            ("kafka-mirror executor", {"containers": [container_with(template, args=["sh"])]}),
         ]
         for reason, changes in refusals:
             refusal = create_as_driver(changes)
             assert reason in refusal, (changes, refusal)
         # Only its own mirror's executors: no pod without their labels, or another mirror's.
-        for labels in ({"spark-role": "executor"}, {**mirror_labels, MIRROR_LABEL: "other"}):
+        for labels in (
+            {"spark-role": "executor"},
+            {**mirror_labels, MIRROR_LABEL: "other"},
+            {**mirror_labels, "app": "someone-elses-service"},
+        ):
             assert "executor pods of its mirror" in create_as_driver({}, labels), labels
         refusal = as_driver("delete", "pod", driver, "-n", namespace, "--dry-run=server").stderr
         assert "executor pods of its mirror" in refusal, refusal

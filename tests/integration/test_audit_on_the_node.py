@@ -84,7 +84,6 @@ class RogueExecutor(threading.Thread):
         self.api, self.core, self.namespace = api, client.CoreV1Api(api), namespace
         self.carried_secret = False  # the driver's executor pods carry the run's secret
         self.driver_running = False  # the driver still ran when the rogue had ended
-        self.driver = ""  # where the executors reach the driver, host:port
         self.log = ""
         self.failed = False
         self.executor_log = ""  # the model executor's, meanwhile
@@ -117,8 +116,6 @@ class RogueExecutor(threading.Thread):
         container = spec["containers"][0]
         env = [e for e in container["env"] if e["name"] != self.SECRET]
         self.carried_secret = len(env) < len(container["env"])
-        (url,) = [e["value"] for e in env if e["name"] == "SPARK_DRIVER_URL"]
-        self.driver = url.rpartition("@")[2]
         overrides = {"SPARK_EXECUTOR_ID": "99", "SPARK_EXECUTOR_POD_NAME": self.NAME}
         env = [
             {"name": e["name"], "value": overrides[e["name"]]} if e["name"] in overrides else e
@@ -232,8 +229,9 @@ def drill(node_stack: NodeStack, kube_node: KubeNode, tmp_path: Path) -> None:
     assert rogue.carried_secret and rogue.driver_running, rogue.log[-3000:]
     assert "Successfully registered with driver" in rogue.executor_log, rogue.executor_log
     assert rogue.failed and "registered with driver" not in rogue.log, rogue.log[-3000:]
-    assert "New auth protocol failed" in rogue.log, rogue.log  # the driver's handshake refused
-    assert "Failed to send RPC" in rogue.log and f"/{rogue.driver}" in rogue.log, rogue.log
+    # The driver's answer: its handler of the handshake (no fallback to SASL) said no.
+    assert "IllegalArgumentException: Authentication failed." in rogue.log, rogue.log
+    assert "AuthRpcHandler.doAuthChallenge" in rogue.log, rogue.log
     seen = watch.seen
     print(
         f"the audit of {RECORDS:,} records, from the job's creation to its end: "

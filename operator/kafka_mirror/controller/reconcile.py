@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from kafka_mirror import render, render_audit
+from kafka_mirror import render, render_audit, render_spark
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
@@ -85,8 +85,9 @@ def desired_children(inputs: MirrorInputs, images: render.Images) -> Desired:
         render.build_disruption_budget(namespace, name, spec),
         render_audit.build_audit_cronjob(namespace, name, spec, envs, images.audit),
         *render_audit.build_audit_rbac(namespace, name, spec),
-        render_audit.build_audit_network_policy(namespace, name),
     ]
+    if render_spark.on_kubernetes(spec):  # a spark:// master's executors connect from afar
+        children.append(render_audit.build_audit_network_policy(namespace, name))
     # An owner reference only: kopf.adopt would copy the mirror's labels too, and a label can
     # steer other controllers (a backup tool's exclusion, a proxy's, a GitOps tool's tracking).
     kopf.append_owner_reference(children, owner=inputs.body)
@@ -114,8 +115,17 @@ def converge_children(
     )
     for child in desired.children:
         apply_child(api, child)
-    if not any(child["kind"] == "Secret" for child in desired.children):
-        delete_credentials(api, inputs.namespace, inputs.name, inputs.body["metadata"]["uid"])
+    kinds = {child["kind"] for child in desired.children}
+    owner_uid = inputs.body["metadata"]["uid"]
+    if "Secret" not in kinds:
+        delete_credentials(api, inputs.namespace, inputs.name, owner_uid)
+    if "NetworkPolicy" not in kinds:  # the audit left Kubernetes: its executors come from afar
+        _delete_owned(
+            api,
+            ("networking.k8s.io/v1", "NetworkPolicy", render.audit_account_name(inputs.name)),
+            inputs.namespace,
+            owner_uid,
+        )
     applied.record(mirror, digest)
     if before == config_map["data"]:
         return []
@@ -185,9 +195,17 @@ def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid:
         ("v1", "ServiceAccount", render.audit_account_name(name)),
         ("networking.k8s.io/v1", "NetworkPolicy", render.audit_account_name(name)),
     ):
-        found = read(api, api_version, kind, namespace, child)
-        if found is not None and controller_uid(found) == owner_uid:
-            delete(api, api_version, kind, namespace, child, found["metadata"]["uid"])
+        _delete_owned(api, (api_version, kind, child), namespace, owner_uid)
+
+
+def _delete_owned(
+    api: client.ApiClient, child: tuple[str, str, str], namespace: str, owner_uid: str
+) -> None:
+    """The child (API version, kind, name), deleted if it is there and the mirror's."""
+    api_version, kind, name = child
+    found = read(api, api_version, kind, namespace, name)
+    if found is not None and controller_uid(found) == owner_uid:
+        delete(api, api_version, kind, namespace, name, found["metadata"]["uid"])
 
 
 # --- observing ------------------------------------------------------------------------------
