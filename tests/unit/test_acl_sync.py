@@ -12,6 +12,7 @@ from kafka_mirror.worker.acl_sync import (
     READING,
     Grant,
     SourceBinding,
+    allows_of_gone_groups,
     plan_sync,
     remote_grants,
 )
@@ -155,10 +156,12 @@ def test_a_checkpointed_group_gets_its_reading_rights_and_denies_and_nothing_mor
         assert grant.operation in ("READ", "DESCRIBE"), grant  # never DELETE on a group
         if grant.permission == "ALLOW":
             assert allows(groups_bound, grant.principal, grant.operation, grant.name), grant
+    # An ALLOW on every group (`*`) is no grant of the target's groups of those names.
+    named = [b for b in groups_bound if not (b.name == "*" and b.pattern == "LITERAL")]
     for group in checkpointed:
         for principal in PRINCIPALS:
             for operation in ("READ", "DESCRIBE"):
-                if allows(groups_bound, principal, operation, group):
+                if allows(named, principal, operation, group):
                     assert Grant("GROUP", group, principal, "*", operation, "ALLOW") in grants
     for binding in groups_bound:
         if binding.permission == "DENY" and binding.operation in ("ALL", "READ", "DESCRIBE"):
@@ -170,8 +173,30 @@ def test_a_checkpointed_group_gets_its_reading_rights_and_denies_and_nothing_mor
                     )
 
 
+def test_an_allow_on_every_group_is_not_copied_and_a_deny_on_every_group_is() -> None:
+    source = [
+        SourceBinding("GROUP", "LITERAL", "*", "User:bob", "*", "READ", "ALLOW"),
+        SourceBinding("GROUP", "LITERAL", "*", "User:eve", "*", "READ", "DENY"),
+    ]
+    assert remote_grants(source, {}, ["payments-app"], {}) == {
+        Grant("GROUP", "payments-app", "User:eve", "*", "READ", "DENY")
+    }
+
+
 def test_a_topic_binding_grants_nothing_on_a_group_of_the_same_name() -> None:
     source = [SourceBinding("TOPIC", "LITERAL", "pay", "User:bob", "*", "READ", "ALLOW")]
     assert remote_grants(source, {}, ["pay"], {}) == set()
     source = [SourceBinding("GROUP", "LITERAL", "pay", "User:bob", "*", "READ", "ALLOW")]
     assert remote_grants(source, {"pay": "pay.A"}, [], {}) == set()
+
+
+@given(st.sets(grants), st.sets(st.sampled_from(["pay-app", "hr-app"])))
+def test_a_group_gone_from_the_source_takes_its_allows_and_keeps_its_denies(
+    undesired: set[Grant], listed: set[str]
+) -> None:
+    gone = allows_of_gone_groups(undesired, listed)
+    assert gone <= undesired
+    assert all(g.resource == "GROUP" and g.permission == "ALLOW" for g in gone)
+    assert not any(g.name in listed for g in gone)
+    for grant in undesired - gone:
+        assert grant.resource == "TOPIC" or grant.permission == "DENY" or grant.name in listed

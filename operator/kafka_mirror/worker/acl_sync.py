@@ -39,6 +39,7 @@ from confluent_kafka.admin import (
 )
 
 from kafka_mirror.kafka.admin import ensure_internal_topic
+from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
 from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.clients import Clients
@@ -107,6 +108,8 @@ def remote_grants(
     for binding in bindings:
         principal = principals.get(binding.principal, binding.principal)
         operations = copied_operations(binding.resource, binding.operation, binding.permission)
+        if binding.resource == "GROUP" and binding.name == "*" and binding.permission == "ALLOW":
+            continue  # every group on A is no grant of B's own groups of the same names
         for name, remote in names.get(binding.resource, {}).items():
             if binding.covers(name):
                 grants.update(
@@ -135,6 +138,16 @@ def plan_sync(
     create = desired - on_target
     delete = {g for g in ours - desired if (g.resource, g.name) in scope and g.operation in READING}
     return SyncPlan(create, delete, (ours - delete) | create)
+
+
+def allows_of_gone_groups(undesired: set[Grant], listed: set[str]) -> set[Grant]:
+    """The sync's group ALLOWs no longer desired of groups the source no longer lists (all of
+    them listed): they go; their DENYs stay, with whatever offsets the target still holds."""
+    return {
+        g
+        for g in undesired
+        if g.resource == "GROUP" and g.permission == "ALLOW" and g.name not in listed
+    }
 
 
 def _binding(grant: Grant) -> AclBinding:
@@ -211,7 +224,12 @@ class GrantRecords:
         """The bindings any mirror's sync made on the source (a mirror the other way), which
         are copies, not the applications' own: copied back, a binding revoked on one side
         would come back from the other."""
-        return {grant for (_, grant), owned in _held(self.clients.source_settings).items() if owned}
+        try:
+            held = _held(self.clients.source_settings)
+        except ClusterUnavailable as error:  # unreadable: nothing known copied there
+            log.warning("the source's %s not read: %s", ACL_GRANTS_TOPIC, error)
+            return set()
+        return {grant for (_, grant), owned in held.items() if owned}
 
     def record(self, mirror: str, grants: set[Grant], owned: bool) -> None:
         if not grants:
@@ -255,7 +273,10 @@ class AclSync:
         if source is None or target is None:
             return
         kinds = (ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED)
-        copies = self.records.copies_on_source()
+        # An ALLOW a mirror copied onto the source is not copied back (it would outlive its
+        # revocation on the other side); a DENY always is: copying one grants nothing, and a
+        # record anyone forged there must not hold a deny back.
+        copies = {g for g in self.records.copies_on_source() if g.permission == "ALLOW"}
         bindings = [
             SourceBinding(_values(b)[0], _name(b.resource_pattern_type), *_values(b)[1:])
             for b in source
@@ -266,12 +287,17 @@ class AclSync:
                 and Grant(*_values(b)) in copies
             )
         ]
-        groups = self._checkpointed_groups()
+        listed = self._checkpointed_groups()
+        groups = listed if listed is not None else set()
         desired = remote_grants(bindings, mirrored, groups, self.principals)
         on_target = {Grant(*_values(b)) for b in target if _name(b.restype) in SYNCED}
+        ours = self.records.read(self.mirror)
         scope = {("TOPIC", remote) for remote in mirrored.values()}
         scope |= {("GROUP", group) for group in groups}
-        plan = plan_sync(desired, self.records.read(self.mirror), on_target, scope)
+        plan = plan_sync(desired, ours, on_target, scope)
+        if listed is not None:
+            vanished = allows_of_gone_groups(ours - desired, listed)
+            plan = SyncPlan(plan.create, plan.delete | vanished, plan.ours - vanished)
         # Recorded before it is created, deleted before it is forgotten: a worker killed in
         # between leaves a record of a binding that may not exist, never a binding unrecorded.
         # DENYs are made first and deleted last, so that no ALLOW stands without them.
@@ -311,16 +337,19 @@ class AclSync:
                 len(plan.delete),
             )
 
-    def _checkpointed_groups(self) -> set[str]:
+    def _checkpointed_groups(self) -> set[str] | None:
         """The source's groups whose offsets the mirror checkpoints (those its group filter
-        matches); none this round when the source does not list them."""
+        matches); None this round when the source does not list them all."""
         try:
             listing = self.clients.source_admin.list_consumer_groups(
                 request_timeout=ADMIN_SECONDS
             ).result(timeout=ADMIN_SECONDS)
-        except KafkaException as error:
+        except (KafkaException, TimeoutError) as error:
             log.warning("group ACLs not synced this round: listing the source's groups: %s", error)
-            return set()
+            return None
+        if listing.errors:
+            log.warning("group ACLs not synced this round: %s", listing.errors[0])
+            return None
         return {g.group_id for g in listing.valid if self.groups.matches(g.group_id)}
 
     def _describe(self, cluster: str, pattern: ResourcePatternType) -> list[AclBinding] | None:
