@@ -11,6 +11,11 @@ The goal: operator under 512 MiB, status age under 30 s.
 
     .venv/bin/python bench/operator_scale.py                 # 1,000 mirrors
     .venv/bin/python bench/operator_scale.py --mirrors 200
+    .venv/bin/python bench/operator_scale.py --tenant-load   # issue 63's tenant load
+
+`--tenant-load` is what one team could do to the shared operator: every mirror's client settings
+differ (its own `client.rack`, and 2 GiB of `queued.max.messages.kbytes`), every other mirror is
+paused (no pods bound it), and the first mirror has 100 more selections of 256 patterns each.
 
 Writes bench/results/operator_scale_<N>.json (see --output) and a plot next to it.
 """
@@ -183,15 +188,46 @@ def plot(sampler: OperatorSampler, marks: dict[str, float], path: Path) -> str:
     return str(path)
 
 
-def apply_mirrors(api: client.ApiClient, a: LocalKafka, b: LocalKafka, count: int) -> None:
+EXTRA_SELECTIONS, PATTERNS = 100, 256  # on the first mirror, with --tenant-load
+
+
+def tenant_mirror(index: int, body: dict[str, Any]) -> dict[str, Any]:
+    """The mirror with settings of its own (tuning the operator's clients must not take) and,
+    every other one, paused."""
+    tuning = {"client.rack": f"rack-{index}", "queued.max.messages.kbytes": "2097151"}
+    body["spec"]["source"]["config"] = tuning
+    body["spec"]["target"]["config"] = tuning
+    body["spec"]["paused"] = index % 2 == 1
+    return body
+
+
+def extra_selection(index: int, mirror_name: str) -> dict[str, Any]:
+    """One of the first mirror's many selections: patterns that match none of the topics."""
+    patterns = [f"team{index}\\.p{p:03d}\\..*" for p in range(PATTERNS)]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MirrorTopicSelection",
+        "metadata": {"name": f"{mirror_name}-extra-{index:03d}", "namespace": NAMESPACE},
+        "spec": {"mirror": mirror_name, "includes": patterns},
+    }
+
+
+def apply_mirrors(
+    api: client.ApiClient, a: LocalKafka, b: LocalKafka, count: int, tenant_load: bool
+) -> None:
     def one(index: int) -> None:
         name = f"m{index:04d}"
-        apply(api, mirror(name, NAMESPACE, a.bootstrap_servers, b.bootstrap_servers))
+        body = mirror(name, NAMESPACE, a.bootstrap_servers, b.bootstrap_servers)
+        apply(api, tenant_mirror(index, body) if tenant_load else body)
         apply(api, selection(index, name))
 
     one(0)  # the dynamic client's discovery of the kinds, once, before the threads
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(1, count)))
+        if tenant_load:
+            list(
+                pool.map(lambda i: apply(api, extra_selection(i, "m0000")), range(EXTRA_SELECTIONS))
+            )
 
 
 def main() -> None:
@@ -202,8 +238,10 @@ def main() -> None:
     parser.add_argument("--produce-every", type=float, default=20.0, help="seconds")
     parser.add_argument("--output", type=Path, help="default: results/operator_scale_<N>.json")
     parser.add_argument("--operator-log", type=Path, help="keep a copy of the operator's log")
+    parser.add_argument("--tenant-load", action="store_true", help="issue 63's tenant load")
     args = parser.parse_args()
-    output = args.output or RESULTS / f"operator_scale_{args.mirrors}.json"
+    suffix = "_tenant" if args.tenant_load else ""
+    output = args.output or RESULTS / f"operator_scale_{args.mirrors}{suffix}.json"
 
     with two_clusters() as (workdir, a, b):
         kube = KubeApiServer(workdir / "kube")
@@ -220,7 +258,7 @@ def main() -> None:
             install_crds(api)
             apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
             print(f"applying {args.mirrors} mirrors and their selections…", flush=True)
-            apply_mirrors(api, a, b, args.mirrors)
+            apply_mirrors(api, a, b, args.mirrors, args.tenant_load)
 
             load = {"before": round(os.getloadavg()[0], 2)}
             print(f"starting the operator (status every {args.status_interval:g} s)…", flush=True)
@@ -275,6 +313,7 @@ def main() -> None:
                 **summary_header("kafka-mirror operator at scale", "operator_scale.py"),
                 "load_average_1m": load,
                 "mirrors": args.mirrors,
+                "tenant_load": args.tenant_load,
                 "status_interval_seconds": args.status_interval,
                 "topics": f"{TOPICS} topics x {PARTITIONS} partitions on A, one per selection",
                 "seconds_until_every_mirror_had_a_status": round(all_status, 1),
