@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kafka_mirror.worker.acl_sync import Grant
+from kafka_mirror.worker.acl_sync import ACL_GRANTS_TOPIC, Grant
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import admin_for, create_topics, produce, records, unique
 from tests.helpers.worker import StartWorker, commit_group, wait_for, worker_config
@@ -245,3 +245,49 @@ def test_group_acls_follow_the_checkpointed_groups_for_renamed_principals(
     wait_for(lambda: copy not in grants_on(cluster, group, ResourceType.GROUP), 60, "the copy gone")
     refused = reads_in_group(cluster, alice_dr, alice_dr_pw, group, remote, 30)
     assert refused == "GROUP_AUTHORIZATION_FAILED", refused
+
+
+def test_a_target_that_refuses_the_syncs_records_is_a_refusal_the_alert_sees(
+    kafka_b_acl: LocalKafka, start_worker: StartWorker
+) -> None:
+    """Without Write on the target's grants topic the sync makes no binding it could not
+    record, says so in its metric (which KafkaMirrorAclSyncRefused reads), and mirroring goes
+    on; once the right is back, the bindings follow."""
+    cluster, topic = kafka_b_acl, unique("acl-")
+    remote = f"{topic}.A"
+    create_topics(cluster.bootstrap_servers, [topic], partitions=1)
+    produce(cluster.bootstrap_servers, topic, records(10, partitions=1))
+    alice, _ = fresh_scram_user(cluster)
+    for name in (topic, remote):
+        bind(cluster, name, "User:ANONYMOUS", AclOperation.ALL)
+    bind(cluster, topic, f"User:{alice}", AclOperation.READ)
+    refused = bind(cluster, ACL_GRANTS_TOPIC, "User:ANONYMOUS", AclOperation.WRITE, DENY)
+    try:
+        config = worker_config(
+            cluster, cluster, [re.escape(topic)], aclSync={"intervalSeconds": 10}
+        )
+        worker = start_worker(config, "worker-acls-refused")
+        wait_for(
+            lambda: worker.metric("kafka_mirror_acl_sync_refused", cluster="target") == 1,
+            90,
+            "the refusal in the metric",
+        )
+        assert Grant("TOPIC", remote, f"User:{alice}", "*", "READ", "ALLOW") not in grants_on(
+            cluster, remote
+        )
+        wait_for(
+            lambda: worker.metric("kafka_mirror_records_total", topic=topic, partition="0") == 10,
+            60,
+            "mirroring going on",
+        )
+    finally:
+        unbind(cluster, refused)
+    wait_for(
+        lambda: (
+            Grant("TOPIC", remote, f"User:{alice}", "*", "READ", "ALLOW")
+            in grants_on(cluster, remote)
+        ),
+        60,
+        "the bindings once the right is back",
+    )
+    assert worker.metric("kafka_mirror_acl_sync_refused", cluster="target") == 0

@@ -75,12 +75,15 @@ def wait_all(
     return failed
 
 
-def ensure_internal_topic(admin: AdminClient, name: str) -> None:
-    """A 1-partition compacted topic, as MirrorMaker 2 creates its internal topics."""
+def ensure_internal_topic(admin: AdminClient, name: str) -> bool:
+    """A 1-partition compacted topic, as MirrorMaker 2 creates its internal topics: whether it
+    is there now (a failure is logged)."""
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=1, replication_factor=-1, config=COMPACTED_INTERNAL)]
     )
-    wait_all(futures, "creating internal topic", tolerate=(KafkaError.TOPIC_ALREADY_EXISTS,))
+    return not wait_all(
+        futures, "creating internal topic", tolerate=(KafkaError.TOPIC_ALREADY_EXISTS,)
+    )
 
 
 def topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -232,10 +232,14 @@ class GrantRecords:
         return {grant for (_, grant), owned in held.items() if owned}
 
     def record(self, mirror: str, grants: set[Grant], owned: bool) -> None:
+        """Raises OSError unless every record was acknowledged."""
         if not grants:
             return
-        if not self.created:  # made at the first binding: a target without ACLs gets no topic
-            ensure_internal_topic(self.clients.target_admin, ACL_GRANTS_TOPIC)
+        # Made at the first binding: a target without ACLs gets no topic. Not written until it
+        # is made, so that no broker's auto-creation makes it uncompacted (records would expire).
+        if not self.created:
+            if not ensure_internal_topic(self.clients.target_admin, ACL_GRANTS_TOPIC):
+                raise OSError(f"{ACL_GRANTS_TOPIC} could not be created on the target")
             self.created = True
         value = b"1" if owned else b"0"
         records = [
@@ -301,7 +305,15 @@ class AclSync:
         # Recorded before it is created, deleted before it is forgotten: a worker killed in
         # between leaves a record of a binding that may not exist, never a binding unrecorded.
         # DENYs are made first and deleted last, so that no ALLOW stands without them.
-        self.records.record(self.mirror, plan.create, owned=True)
+        try:
+            self.records.record(self.mirror, plan.create, owned=True)
+        except OSError as error:
+            self.metrics.acl_sync_refused.labels("target").set(1)
+            self._say(
+                f"the sync cannot record its bindings ({error}): grant the mirror's principal "
+                f"Create, Read and Write on {ACL_GRANTS_TOPIC} on the target"
+            )
+            return
         admin = self.clients.target_admin
         try:
             for permission in ("DENY", "ALLOW"):
