@@ -210,7 +210,13 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
         {"metadata": {"name": driver}, "spec": {"containers": [{"name": "a", "image": "audit"}]}},
     )
     driver_uid = client.CoreV1Api(kube_api).read_namespaced_pod(driver, namespace).metadata.uid
-    driver_owner = {"apiVersion": "v1", "kind": "Pod", "name": driver, "uid": driver_uid}
+    driver_owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": driver,
+        "uid": driver_uid,
+        "controller": True,
+    }
     # The chart's admission policy for a k8s:// master, in force once a wrong image is refused.
     policy = executor_policy(helm, tmp_path / "helm", unique("release"), master, IMAGE)
     for document in policy:
@@ -223,6 +229,7 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
     config_ref = {"name": "C", "valueFrom": {"configMapKeyRef": {"name": "other", "key": "k"}}}
     unconfined = {"type": "Unconfined"}
     spc = {"type": "spc_t"}
+    hook = {"postStart": {"exec": {"command": ["sh", "-c", "id"]}}}
     wait_for(lambda: "only the images" in create_as_driver(foreign), 60, "the policy in force")
 
     export_spark_jars()
@@ -276,6 +283,11 @@ def test_the_audit_runs_on_executor_pods_and_agrees_with_local_mode(
             ("no proc mount", {"containers": [privileged(template, {"seLinuxOptions": spc})]}),
             ("RuntimeDefault", {"securityContext": {**pod_security, "seccompProfile": unconfined}}),
             ("kafka-mirror executor", {"containers": [container_with(template, args=["sh"])]}),
+            ("kafka-mirror executor", {"containers": [container_with(template, lifecycle=hook)]}),
+            (
+                "no proc mount",
+                {"containers": [privileged(template, {"seccompProfile": unconfined})]},
+            ),
         ]
         for reason, changes in refusals:
             refusal = create_as_driver(changes)

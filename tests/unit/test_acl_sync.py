@@ -5,6 +5,8 @@ exactly what someone else made plus what is desired now."""
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,7 +14,7 @@ from kafka_mirror.worker.acl_sync import (
     READING,
     Grant,
     SourceBinding,
-    allows_of_gone_groups,
+    parse_record,
     plan_sync,
     remote_grants,
 )
@@ -190,13 +192,36 @@ def test_a_topic_binding_grants_nothing_on_a_group_of_the_same_name() -> None:
     assert remote_grants(source, {"pay": "pay.A"}, [], {}) == set()
 
 
-@given(st.sets(grants), st.sets(st.sampled_from(["pay-app", "hr-app"])))
-def test_a_group_gone_from_the_source_takes_its_allows_and_keeps_its_denies(
-    undesired: set[Grant], listed: set[str]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+
+
+@given(
+    json_values,
+    st.dictionaries(
+        st.sampled_from(
+            ["resource", "name", "topic", "principal", "host", "operation", "permission"]
+        ),
+        json_values,
+    ),
+)
+def test_any_record_anyone_wrote_is_a_grant_of_strings_or_nothing(
+    owner: object, fields: dict[str, object]
 ) -> None:
-    gone = allows_of_gone_groups(undesired, listed)
-    assert gone <= undesired
-    assert all(g.resource == "GROUP" and g.permission == "ALLOW" for g in gone)
-    assert not any(g.name in listed for g in gone)
-    for grant in undesired - gone:
-        assert grant.resource == "TOPIC" or grant.permission == "DENY" or grant.name in listed
+    """Whoever may write the grants topic cannot stop a worker with a record of odd types."""
+    for key in (json.dumps([owner, fields]).encode(), json.dumps(fields).encode(), b"\xff"):
+        record = parse_record(key)
+        if record is not None:
+            mirror, grant = record
+            assert isinstance(mirror, str)
+            assert all(isinstance(v, str) for v in vars(grant).values())
+            hash(record)
+
+
+def test_a_record_of_the_previous_version_is_read_as_a_topic_binding() -> None:
+    fields = {"host": "*", "operation": "READ", "permission": "ALLOW", "principal": "User:a"}
+    key = json.dumps(["ns/m", {**fields, "topic": "t.A"}]).encode()
+    assert parse_record(key) == ("ns/m", Grant("TOPIC", "t.A", "User:a", "*", "READ", "ALLOW"))

@@ -140,16 +140,6 @@ def plan_sync(
     return SyncPlan(create, delete, (ours - delete) | create)
 
 
-def allows_of_gone_groups(undesired: set[Grant], listed: set[str]) -> set[Grant]:
-    """The sync's group ALLOWs no longer desired of groups the source no longer lists (all of
-    them listed): they go; their DENYs stay, with whatever offsets the target still holds."""
-    return {
-        g
-        for g in undesired
-        if g.resource == "GROUP" and g.permission == "ALLOW" and g.name not in listed
-    }
-
-
 def _binding(grant: Grant) -> AclBinding:
     """The binding on the target."""
     return AclBinding(*_fields(grant))
@@ -193,17 +183,27 @@ def _held(settings: dict[str, Any]) -> dict[tuple[str, Grant], bool]:
     it, by the last record of it."""
     held: dict[tuple[str, Grant], bool] = {}  # in the records' order: the last one holds
     for key, value in read_to_end(settings, ACL_GRANTS_TOPIC):
-        try:
-            owner, fields = json.loads(key)
-            if "topic" in fields:  # written before group bindings were synced
-                fields = {"resource": "TOPIC", "name": fields.pop("topic"), **fields}
-            grant = Grant(**fields)
-            ResourceType[grant.resource], AclOperation[grant.operation]
-            AclPermissionType[grant.permission]
-        except (ValueError, TypeError, KeyError, AttributeError):
-            continue  # not a record of ours (another version's, or written by hand)
-        held[(str(owner), grant)] = value == b"1"
+        record = parse_record(key)
+        if record is not None:
+            held[record] = value == b"1"
     return held
+
+
+def parse_record(key: bytes) -> tuple[str, Grant] | None:
+    """A record's key as (mirror, binding); None for what is not a record of ours (another
+    version's, or anything anyone wrote there)."""
+    try:
+        owner, fields = json.loads(key)
+        if "topic" in fields:  # written before group bindings were synced
+            fields = {"resource": "TOPIC", "name": fields.pop("topic"), **fields}
+        grant = Grant(**fields)
+        ResourceType[grant.resource], AclOperation[grant.operation]
+        AclPermissionType[grant.permission]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if not isinstance(owner, str) or not all(isinstance(v, str) for v in fields.values()):
+        return None
+    return owner, grant
 
 
 class GrantRecords:
@@ -277,10 +277,10 @@ class AclSync:
         if source is None or target is None:
             return
         kinds = (ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED)
-        # An ALLOW a mirror copied onto the source is not copied back (it would outlive its
-        # revocation on the other side); a DENY always is: copying one grants nothing, and a
-        # record anyone forged there must not hold a deny back.
-        copies = {g for g in self.records.copies_on_source() if g.permission == "ALLOW"}
+        # A binding a mirror copied onto the source is not copied back: it would outlive its
+        # revocation on the other side (a DENY as much as an ALLOW, in a pair A⇄B). Whoever
+        # may write the source's grants topic could so hold a copy back: docs/runbook-dr.md.
+        copies = self.records.copies_on_source()
         bindings = [
             SourceBinding(_values(b)[0], _name(b.resource_pattern_type), *_values(b)[1:])
             for b in source
@@ -291,17 +291,15 @@ class AclSync:
                 and Grant(*_values(b)) in copies
             )
         ]
-        listed = self._checkpointed_groups()
-        groups = listed if listed is not None else set()
+        # A group not listed (gone from the source, its offsets expired there after its
+        # applications moved to the target, or a listing that failed) keeps its bindings.
+        groups = self._checkpointed_groups() or set()
         desired = remote_grants(bindings, mirrored, groups, self.principals)
         on_target = {Grant(*_values(b)) for b in target if _name(b.restype) in SYNCED}
         ours = self.records.read(self.mirror)
         scope = {("TOPIC", remote) for remote in mirrored.values()}
         scope |= {("GROUP", group) for group in groups}
         plan = plan_sync(desired, ours, on_target, scope)
-        if listed is not None:
-            vanished = allows_of_gone_groups(ours - desired, listed)
-            plan = SyncPlan(plan.create, plan.delete | vanished, plan.ours - vanished)
         # Recorded before it is created, deleted before it is forgotten: a worker killed in
         # between leaves a record of a binding that may not exist, never a binding unrecorded.
         # DENYs are made first and deleted last, so that no ALLOW stands without them.
