@@ -116,6 +116,16 @@ def delete(
     return True
 
 
+def delete_owned(
+    api: client.ApiClient, api_version: str, kind: str, namespace: str, name: str, owner: str
+) -> None:
+    """Delete the object if it is there and its controller is the object of uid `owner` (one of
+    the same name someone else made is left alone)."""
+    found = read(api, api_version, kind, namespace, name)
+    if found is not None and controller_uid(found) == owner:
+        delete(api, api_version, kind, namespace, name, found["metadata"]["uid"])
+
+
 def install_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
     """Apply the generated CRDs and wait until the server serves them."""
     extensions = client.ApiextensionsV1Api(api)

@@ -23,7 +23,7 @@ from kafka_mirror import render
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.policy import AllowLists, not_allowed
 from kafka_mirror.controller.status import Problem
-from kafka_mirror.kube import controller_uid, delete, merge_patch, read
+from kafka_mirror.kube import controller_uid, delete_owned, merge_patch, read
 
 INVALID_SPEC = "InvalidSpec"
 NOT_ALLOWED = "NotAllowed"
@@ -83,7 +83,4 @@ def stop_children(api: client.ApiClient, namespace: str, name: str, owner_uid: s
 def delete_credentials(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
     """The operator's copy of the mirror's credentials, deleted if it is there and this
     mirror's: nothing of a Secret refused, or gone, is kept."""
-    credentials = read(api, "v1", "Secret", namespace, render.credentials_name(name))
-    if credentials is not None and controller_uid(credentials) == owner_uid:
-        uid = credentials["metadata"]["uid"]
-        delete(api, "v1", "Secret", namespace, render.credentials_name(name), uid)
+    delete_owned(api, "v1", "Secret", namespace, render.credentials_name(name), owner_uid)

@@ -43,7 +43,7 @@ from kafka_mirror.controller.status import (
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.kafka.owners import without_foreign
-from kafka_mirror.kube import apply, controller_uid, delete, read
+from kafka_mirror.kube import apply, controller_uid, delete_owned, read
 from kafka_mirror.render import CredentialEnv
 from kafka_mirror.topics import NameFilter, plan_topics
 
@@ -120,11 +120,9 @@ def converge_children(
     if "Secret" not in kinds:
         delete_credentials(api, inputs.namespace, inputs.name, owner_uid)
     if "NetworkPolicy" not in kinds:  # the audit left Kubernetes: its executors come from afar
-        _delete_owned(
-            api,
-            ("networking.k8s.io/v1", "NetworkPolicy", render.audit_account_name(inputs.name)),
-            inputs.namespace,
-            owner_uid,
+        policy = render.audit_account_name(inputs.name)
+        delete_owned(
+            api, "networking.k8s.io/v1", "NetworkPolicy", inputs.namespace, policy, owner_uid
         )
     applied.record(mirror, digest)
     if before == config_map["data"]:
@@ -195,17 +193,7 @@ def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid:
         ("v1", "ServiceAccount", render.audit_account_name(name)),
         ("networking.k8s.io/v1", "NetworkPolicy", render.audit_account_name(name)),
     ):
-        _delete_owned(api, (api_version, kind, child), namespace, owner_uid)
-
-
-def _delete_owned(
-    api: client.ApiClient, child: tuple[str, str, str], namespace: str, owner_uid: str
-) -> None:
-    """The child (API version, kind, name), deleted if it is there and the mirror's."""
-    api_version, kind, name = child
-    found = read(api, api_version, kind, namespace, name)
-    if found is not None and controller_uid(found) == owner_uid:
-        delete(api, api_version, kind, namespace, name, found["metadata"]["uid"])
+        delete_owned(api, api_version, kind, namespace, child, owner_uid)
 
 
 # --- observing ------------------------------------------------------------------------------

@@ -293,7 +293,7 @@ class AclSync:
         ]
         # A group not listed (gone from the source, its offsets expired there after its
         # applications moved to the target, or a listing that failed) keeps its bindings.
-        groups = self._checkpointed_groups() or set()
+        groups = self._checkpointed_groups()
         desired = remote_grants(bindings, mirrored, groups, self.principals)
         on_target = {Grant(*_values(b)) for b in target if _name(b.restype) in SYNCED}
         ours = self.records.read(self.mirror)
@@ -347,19 +347,19 @@ class AclSync:
                 len(plan.delete),
             )
 
-    def _checkpointed_groups(self) -> set[str] | None:
+    def _checkpointed_groups(self) -> set[str]:
         """The source's groups whose offsets the mirror checkpoints (those its group filter
-        matches); None this round when the source does not list them all."""
+        matches); none this round when the source does not list them all."""
         try:
             listing = self.clients.source_admin.list_consumer_groups(
                 request_timeout=ADMIN_SECONDS
             ).result(timeout=ADMIN_SECONDS)
         except (KafkaException, TimeoutError) as error:
             log.warning("group ACLs not synced this round: listing the source's groups: %s", error)
-            return None
+            return set()
         if listing.errors:
             log.warning("group ACLs not synced this round: %s", listing.errors[0])
-            return None
+            return set()
         return {g.group_id for g in listing.valid if self.groups.matches(g.group_id)}
 
     def _describe(self, cluster: str, pattern: ResourcePatternType) -> list[AclBinding] | None:
