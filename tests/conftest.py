@@ -25,6 +25,7 @@ from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.node import GATEWAY, KubeNode
 from kafka_mirror_dev.operator import OperatorProcess
 from kafka_mirror_dev.prerequisites import unavailable_reason, uncompiled_hot_path
+from kafka_mirror_dev.schema_registry import LocalSchemaRegistry
 from kafka_mirror_dev.spark import export_dev_jvm
 from tests.helpers.faults import Outcome
 from tests.helpers.kafka import release_admins
@@ -212,6 +213,23 @@ def kafka_b_acl(acl_cluster: GroupCluster) -> LocalKafka:
     """A target cluster B (one node) whose brokers check ACLs (KRaft's StandardAuthorizer),
     allowing everything no ACL names: for the tests that deny the mirror a topic."""
     return acl_cluster.get()
+
+
+@pytest.fixture
+def start_registry(tmp_path: Path) -> Iterator[Callable[[str], LocalSchemaRegistry]]:
+    """Start real schema registries (Apicurio Registry, Confluent's API), empty; each stopped
+    after the test."""
+    started: list[LocalSchemaRegistry] = []
+
+    def start(name: str) -> LocalSchemaRegistry:
+        registry = LocalSchemaRegistry(name, tmp_path / f"registry-{name}")
+        started.append(registry)
+        registry.start()
+        return registry
+
+    yield start
+    for registry in started:
+        registry.remove()
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,14 @@ def compile_pattern(pattern: str) -> Pattern:
     return compiled
 
 
+def validate_patterns(patterns: list[str]) -> list[str]:
+    """Refuse patterns that do not compile, naming each with the reason."""
+    problems = [f"{p!r}: {reason}" for p in patterns if (reason := pattern_error(p)) is not None]
+    if problems:
+        raise ValueError("invalid regular expression " + "; ".join(problems))
+    return patterns
+
+
 @functools.lru_cache(maxsize=COMPILED_LISTS)
 def pattern_error(pattern: str) -> str | None:
     """Why `pattern` is not a usable pattern, or None."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
 
@@ -19,9 +19,12 @@ import yaml
 from kafka_mirror import render_spark
 from kafka_mirror.api.clusters import KafkaCluster, SecretKeyRef
 from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.schema_registry import RegistryEndpoint, SchemaRegistrySync
 from kafka_mirror.api.worker_config import (
     ClusterConnection,
+    RegistryFromEnv,
     SaslFromEnv,
+    SchemaRegistryConnection,
     SelectionPatterns,
     TlsFromEnv,
     WorkerConfig,
@@ -64,7 +67,7 @@ class CredentialEnv:
 
     name: str
     secret: SecretKeyRef
-    destination: str  # the bootstrap servers the value is sent to
+    destination: str  # where the value is sent: bootstrap servers, or a registry's host:port
 
 
 def fit(name: str, limit: int) -> str:
@@ -128,17 +131,27 @@ def child_labels(mirror: str, component: str) -> dict[str, str]:
 # --- the worker's configuration ---------------------------------------------------------------
 
 
-def _connection(role: str, cluster: KafkaCluster) -> tuple[ClusterConnection, list[CredentialEnv]]:
-    """The worker's view of one cluster, and the Secret keys its credentials come from."""
-    envs: list[CredentialEnv] = []
+@dataclass
+class _CredentialEnvs:
+    """The variables one connection's credentials come in: `KAFKA_MIRROR_<prefix>_<part>`,
+    each filled from a Secret key and sent only to `destination`."""
 
-    def env_for(part: str, ref: SecretKeyRef | None) -> str | None:
+    prefix: str
+    destination: str
+    envs: list[CredentialEnv] = field(default_factory=list)
+
+    def env_for(self, part: str, ref: SecretKeyRef | None) -> str | None:
         if ref is None:
             return None
-        name = f"KAFKA_MIRROR_{role.upper()}_{part}"
-        envs.append(CredentialEnv(name, ref, cluster.bootstrap_servers))
+        name = f"KAFKA_MIRROR_{self.prefix}_{part}"
+        self.envs.append(CredentialEnv(name, ref, self.destination))
         return name
 
+
+def _connection(role: str, cluster: KafkaCluster) -> tuple[ClusterConnection, list[CredentialEnv]]:
+    """The worker's view of one cluster, and the Secret keys its credentials come from."""
+    credentials = _CredentialEnvs(role.upper(), cluster.bootstrap_servers)
+    env_for = credentials.env_for
     tls = TlsFromEnv(
         enabled=cluster.tls.enabled,
         ca_env=env_for("TLS_CA", cluster.tls.ca_certificate),
@@ -161,7 +174,32 @@ def _connection(role: str, cluster: KafkaCluster) -> tuple[ClusterConnection, li
         sasl=sasl,
         config=dict(cluster.config),
     )
-    return connection, envs
+    return connection, credentials.envs
+
+
+def _registry(role: str, endpoint: RegistryEndpoint) -> tuple[RegistryFromEnv, list[CredentialEnv]]:
+    """The worker's view of one schema registry, and the Secret keys its credentials come from."""
+    credentials = _CredentialEnvs(f"{role.upper()}_REGISTRY", endpoint.address)
+    registry = RegistryFromEnv(
+        url=endpoint.url,
+        username=endpoint.username,
+        username_env=credentials.env_for("USERNAME", endpoint.username_secret),
+        password_env=credentials.env_for("PASSWORD", endpoint.password_secret),
+    )
+    return registry, credentials.envs
+
+
+def _schema_registry(
+    sync: SchemaRegistrySync | None,
+) -> tuple[SchemaRegistryConnection | None, list[CredentialEnv]]:
+    if sync is None:
+        return None, []
+    source, source_envs = _registry("source", sync.source)
+    target, target_envs = _registry("target", sync.target)
+    connection = SchemaRegistryConnection(
+        source=source, target=target, topics=sync.topics, keys=sync.keys, subjects=sync.subjects
+    )
+    return connection, source_envs + target_envs
 
 
 # The selections' share of the workers' ConfigMap (a ConfigMap holds at most 1 MiB; the rest of
@@ -203,6 +241,7 @@ def build_worker_config(
     """The workers' configuration (the union of all selections) and their credential sources."""
     source, source_envs = _connection("source", spec.source)
     target, target_envs = _connection("target", spec.target)
+    registry, registry_envs = _schema_registry(spec.schema_registry)
     config = WorkerConfig(
         mirror=f"{namespace}/{name}",
         source=source,
@@ -222,12 +261,13 @@ def build_worker_config(
         heartbeats=spec.heartbeats,
         topic_config_sync=spec.topic_config_sync,
         acl_sync=spec.acl_sync,
+        schema_registry=registry,
         metrics_port=METRICS_PORT,
         commit_interval_seconds=spec.commit_interval_seconds,
         delivery=spec.delivery,
         processes=spec.worker.processes,
     )
-    return config, source_envs + target_envs
+    return config, source_envs + target_envs + registry_envs
 
 
 def render_worker_config(config: WorkerConfig) -> str:

@@ -358,3 +358,38 @@ def test_pod_annotations_tolerations_and_node_selectors_need_the_installers_word
         )
         == []
     )
+
+
+def test_schema_registry_urls_are_bounded_by_the_host_list() -> None:
+    """The registries' credentials go where their URLs point: the host (and the scheme's port
+    when none is written) must be on the installer's list as a bootstrap host must."""
+    doc = spec(
+        schemaRegistry={
+            "source": {"url": "http://kafka-a.kafka.svc.cluster.local:8081/apis/ccompat/v7"},
+            "target": {"url": "https://attacker.example/steal"},
+        }
+    )
+    assert refused(doc) == []  # no list: any host
+    messages = refused(doc, PLATFORM)
+    assert [m.split(" is not")[0] for m in messages] == [
+        "spec.schemaRegistry.target.url 'https://attacker.example/steal'"
+    ]
+    listed = AllowLists(bootstrap_hosts=("*.kafka.svc.cluster.local", "attacker.example:443"))
+    assert refused(doc, listed) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:password@registry:8081",  # credentials come from Secrets
+        "ftp://registry:8081",
+        "http://registry:99999",
+        "http://registry:8081/?q=1",
+        "http://",
+    ],
+)
+def test_a_registry_url_outside_the_grammar_is_refused(url: str) -> None:
+    with pytest.raises(ValidationError):
+        KafkaMirrorSpec.model_validate(
+            spec(schemaRegistry={"source": {"url": url}, "target": {"url": "http://b:8081"}})
+        )

@@ -286,6 +286,32 @@ def maven_libs(name: str, what: str) -> Path:
     return libs
 
 
+def schema_registry_jar() -> Path:
+    """A runnable Apicurio Registry (`dev/maven/schema-registry`), built by Quarkus once."""
+    source = DEV_DIR / "maven" / "schema-registry"
+    pins = sorted(p for p in source.rglob("*") if p.is_file())
+    home = cache_dir() / f"schema-registry-{_pin_hash(*pins)}"
+    runner = home / "target" / "schema-registry-1-runner.jar"
+    if (home / "complete").exists():
+        return runner
+    require("java")
+    mvn = require("mvn")
+    with locked("schema-registry"):
+        if (home / "complete").exists():
+            return runner
+        progress("building Apicurio Registry from Maven Central (first run only; a minute)")
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.copytree(source, home)
+        _run_logged(
+            [mvn, "-B", "-q", "--global-settings", "settings.xml", "package", "-DskipTests"],
+            cwd=home,
+            log=cache_dir() / "logs" / "build-schema-registry.log",
+            env=dict(os.environ),
+        )
+        (home / "complete").touch()
+    return runner
+
+
 def kafka_libs() -> Path:
     """Kafka's jars: broker, tools, MirrorMaker 2."""
     return maven_libs("kafka", "Apache Kafka")
@@ -313,6 +339,7 @@ def ensure_all() -> None:
     """Install every part (for CI warm-up and `kafka-mirror dev build`)."""
     kafka_libs()
     spark_kafka_jars()
+    schema_registry_jar()
     tools = (ETCD, KUBE_APISERVER, KUBECTL, HELM, ACTIONLINT, PROMTOOL, PROMETHEUS)
     for tool in (*tools, *NODE_TOOLS, PAUSE):
         tool.ensure()

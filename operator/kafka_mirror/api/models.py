@@ -24,9 +24,10 @@ from kafka_mirror.api.operations import (
     MirrorName,
     MirrorOperation,
 )
+from kafka_mirror.api.schema_registry import SchemaRegistrySync
 from kafka_mirror.api.status import KafkaMirrorStatus, MirrorTopicSelectionStatus
 from kafka_mirror.api.workloads import AuditSettings, WorkerPod
-from kafka_mirror.patterns import pattern_error
+from kafka_mirror.patterns import validate_patterns
 
 GROUP = "kafkamirror.io"
 VERSION = "v1alpha1"
@@ -309,6 +310,12 @@ class KafkaMirrorSpec(ApiModel):
     heartbeats: Heartbeats = section(Heartbeats, "Heartbeats.")
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic configuration sync.")
     acl_sync: AclSync = section(AclSync, "Topic ACL sync.")
+    schema_registry: SchemaRegistrySync | None = Field(
+        default=None,
+        description="Copy the schemas of the mirrored records to the target's schema registry "
+        "and rewrite the ids the records carry to the target's (docs/runbook-dr.md); unset, "
+        "records are copied as they are.",
+    )
     audit: AuditSettings = section(AuditSettings, "The audit CronJob.")
     worker: WorkerPod = section(WorkerPod, "Worker pod settings.")
     rpo_target_seconds: Annotated[int, Field(ge=1, le=604_800)] | None = Field(
@@ -442,14 +449,6 @@ class MirrorTopicSelectionSpec(ApiModel):
         if sum(map(len, [*self.includes, *self.excludes])) > MAX_SELECTION_PATTERN_BYTES:
             raise ValueError(SELECTION_BYTES_MESSAGE)
         return self
-
-
-def validate_patterns(patterns: list[str]) -> list[str]:
-    """Refuse patterns that do not compile, naming each with the reason."""
-    problems = [f"{p!r}: {reason}" for p in patterns if (reason := pattern_error(p)) is not None]
-    if problems:
-        raise ValueError("invalid regular expression " + "; ".join(problems))
-    return patterns
 
 
 # --- whole objects ----------------------------------------------------------------------------

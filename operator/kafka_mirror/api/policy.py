@@ -12,7 +12,8 @@ those credentials go are bounded by allow-lists from the operator's flags (the c
   masters listed with `--allowed-spark-master`;
 - bootstrap hosts: any, unless `--allowed-bootstrap-host` patterns are given; then the host
   of every `host:port` of both clusters, as the clients read it (`kafka_mirror.api.bootstrap`),
-  must match one, checked before the operator connects;
+  must match one, checked before the operator connects; so must the `host:port` of each
+  schema registry URL (`spec.schemaRegistry`), where the registries' credentials go;
 - SASL PLAIN only over TLS (it sends the password as it is), unless
   `--allow-plain-without-tls`;
 - the worker pods' annotation keys, toleration keys and node selectors (`key=value`): none but
@@ -177,6 +178,20 @@ def not_allowed(
                         "allowed.bootstrapHosts",
                     )
                 )
+    registry = spec.schema_registry
+    for role, endpoint in (
+        (("source", registry.source), ("target", registry.target)) if registry else ()
+    ):
+        if not bootstrap_allowed(endpoint.address, allowed):
+            refused.append(
+                NotAllowed(
+                    f"spec.schemaRegistry.{role}.url",
+                    endpoint.url,
+                    ", ".join(allowed.bootstrap_hosts),
+                    "--allowed-bootstrap-host",
+                    "allowed.bootstrapHosts",
+                )
+            )
     return refused + _pod_placement(spec, allowed)
 
 

@@ -28,8 +28,8 @@ from kafka_mirror.api.models import (
     SelectionRef,
     TopicConfigSync,
     TopicNaming,
-    validate_patterns,
 )
+from kafka_mirror.patterns import validate_patterns
 from kafka_mirror.topics import NameFilter, TopicNamer
 
 # Every mirror's workers' group on its source starts so: never a group to checkpoint.
@@ -76,9 +76,7 @@ class ClusterConnection(ApiModel):
         `tuning`, the connection and security settings alone (not the mirror's `config`)."""
 
         def secret(name: str) -> str:
-            if name not in environ:
-                raise MissingCredential(f"environment variable {name} is not set")
-            return environ[name].strip()
+            return credential(environ, name)
 
         # The operator renders only allowed keys; a hand-written file gets no more.
         settings = {k: v for k, v in self.config.items() if tuning and CLIENT_CONFIG.allows(k)}
@@ -105,6 +103,42 @@ class ClusterConnection(ApiModel):
 
 class MissingCredential(RuntimeError):
     """A credential the configuration names is not in the environment."""
+
+
+def credential(environ: Mapping[str, str], name: str) -> str:
+    if name not in environ:
+        raise MissingCredential(f"environment variable {name} is not set")
+    return environ[name].strip()
+
+
+class RegistryFromEnv(ApiModel):
+    """How the worker reaches one schema registry."""
+
+    url: str
+    username: str | None = None
+    username_env: str | None = None
+    password_env: str | None = None
+
+    def client_config(self, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+        """confluent-kafka's SchemaRegistryClient settings, credentials from `environ`."""
+        settings = {"url": self.url}
+        if self.password_env is not None:
+            username = self.username
+            if self.username_env is not None:
+                username = credential(environ, self.username_env)
+            password = credential(environ, self.password_env)
+            settings["basic.auth.user.info"] = f"{username or ''}:{password}"
+        return settings
+
+
+class SchemaRegistryConnection(ApiModel):
+    """The worker's view of `spec.schemaRegistry` (`api.schema_registry`)."""
+
+    source: RegistryFromEnv
+    target: RegistryFromEnv
+    topics: list[str] = Field(default_factory=lambda: [".*"])
+    keys: bool = False
+    subjects: list[str] = Field(default_factory=list)
 
 
 class SelectionPatterns(ApiModel):
@@ -142,6 +176,7 @@ class WorkerConfig(ApiModel):
     heartbeats: Heartbeats = section(Heartbeats, "Heartbeats.")
     topic_config_sync: TopicConfigSync = section(TopicConfigSync, "Topic config sync.")
     acl_sync: AclSync = section(AclSync, "Topic ACL sync.")
+    schema_registry: SchemaRegistryConnection | None = None
     metrics_port: int = 9400
     commit_interval_seconds: float = 1.0
     delivery: Delivery = "atLeastOnce"

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 from pyspark.sql import SparkSession
@@ -27,6 +28,7 @@ from kafka_mirror.audit.watermarks import Watermark, in_effect, read_watermarks,
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.kafka.observe import ClusterReader
+from kafka_mirror.kafka.schemas import SchemaSync
 from kafka_mirror.kube import api_client
 from kafka_mirror.topics import plan_topics
 
@@ -117,7 +119,21 @@ def audit_inputs(
         compacted_remotes=compacted,
         offset_syncs_end=syncs_end,
         exactly_once=config.delivery == "exactlyOnce",
+        **_wire_format(config, plan.mirrored),
     )
+
+
+def _wire_format(config: WorkerConfig, mirrored: dict[str, str]) -> dict[str, Any]:
+    """What the copies of wire-format records carry (spec.schemaRegistry): the target's id of
+    each schema the mirror copies, as the registries say; the records' topics."""
+    if config.schema_registry is None:
+        return {}
+    schemas = SchemaSync(config.schema_registry, os.environ)
+    return {
+        "schema_ids": schemas.equivalents(mirrored),
+        "wire_topics": {t for t in mirrored if schemas.wire_topics.matches(t)},
+        "wire_keys": config.schema_registry.keys,
+    }
 
 
 def audit(

@@ -23,6 +23,7 @@ from kafka_mirror.kafka.formats import (
     TOPIC_ID_BYTES,
     RetentionLoss,
 )
+from kafka_mirror.kafka.wire_format import HEADER_BYTES, MAGIC_BYTE
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,11 @@ class AuditInputs:
     offset_syncs_end: dict[int, int] = field(default_factory=dict)
     # Exactly-once delivery: a duplicate is a failure, not a re-send.
     exactly_once: bool = False
+    # spec.schemaRegistry: a wire-format value (and key) of these source topics is compared as
+    # its copy must be, its schema id replaced with the target's id for the same schema.
+    schema_ids: dict[int, int] | None = None
+    wire_topics: set[str] = field(default_factory=set)
+    wire_keys: bool = False
 
 
 def read_kafka(spark: SparkSession, options: dict[str, str], **extra: str) -> DataFrame:
@@ -114,10 +120,33 @@ def _offsets_json(
     return json.dumps(by_topic)
 
 
-def content_hash(headers: Column) -> Column:
+def content_hash(headers: Column, key: Column | None = None, value: Column | None = None) -> Column:
     """Key, value (told apart from null), the headers given and the timestamp."""
-    key, value = F.col("key"), F.col("value")
+    key = F.col("key") if key is None else key
+    value = F.col("value") if value is None else value
     return F.xxhash64(key.isNull(), key, value.isNull(), value, headers, F.col("timestamp"))
+
+
+def with_target_ids(data: Column, ids: dict[int, int], wire: Column) -> Column:
+    """Where `wire` holds and `data` is in the wire format with an id `ids` maps, `data` as the
+    workers copy it: the target's id in place of the source's (`kafka.wire_format`)."""
+    if not ids:
+        return data
+    mapping = F.create_map(*[F.lit(n) for pair in sorted(ids.items()) for n in pair])
+    source_id = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("bigint")
+    target_id = mapping[source_id]
+    framed = (
+        wire
+        & (F.length(data) >= HEADER_BYTES)
+        & (F.substring(data, 1, 1) == F.lit(bytes((MAGIC_BYTE,))))
+        & target_id.isNotNull()
+    )
+    rewritten = F.concat(
+        F.substring(data, 1, 1),
+        F.unhex(F.lpad(F.hex(target_id), 8, "0")),
+        F.substring(data, HEADER_BYTES + 1, 2**31 - 1),  # the rest, however long
+    )
+    return F.when(framed, rewritten).otherwise(data)
 
 
 def _by_name(values: dict[str, bytes | None]) -> Column:
@@ -175,12 +204,18 @@ def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
         remote_of = {w.topic: inputs.cycle_ids.get(w.remote) for w in windows}
         test = _names(inputs.target_alias, _by_name(remote_of)[F.col("topic")])
         cycle = F.coalesce(F.exists("headers", test), F.lit(False))
+    key, value = F.col("key"), F.col("value")
+    if inputs.schema_ids is not None:
+        wire = F.col("topic").isin(sorted(inputs.wire_topics))
+        value = with_target_ids(value, inputs.schema_ids, wire)
+        if inputs.wire_keys:
+            key = with_target_ids(key, inputs.schema_ids, wire)
     return raw.select(
         "topic",
         "partition",
         "offset",
-        "key",
-        content_hash(F.col("headers")).alias("hash"),
+        key.alias("key"),
+        content_hash(F.col("headers"), key, value).alias("hash"),
         cycle.alias("cycle"),
     )
 

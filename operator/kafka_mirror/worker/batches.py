@@ -17,6 +17,7 @@ from typing import cast
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from kafka_mirror.kafka.formats import PROVENANCE_HEADER, is_copy_from
+from kafka_mirror.kafka.wire_format import schema_id, translated
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.partitions import Headers, Partitions
 from kafka_mirror.worker.topic_sync import TopicSync
@@ -84,6 +85,7 @@ class BatchSender:
         produce, remote, on_delivery = self.clients.producer.produce, flow.remote, flow.on_delivery
         pack, prefix, suffix = flow.pack_provenance, flow.provenance_prefix, flow.provenance_suffix
         in_flight, max_lag = flow.in_flight, flow.emitter.max_lag
+        value_ids, key_ids = flow.value_ids, flow.key_ids
         # The headers of a record without its own: one dict for the run, as produce() copies
         # them (a new list and tuple per record cost some 25 ns more, bench/hot_path.py).
         provenance_only: dict[str, str | bytes | None] = {}
@@ -113,6 +115,18 @@ class BatchSender:
                 headers = provenance_only
             timestamp = message.timestamp()[1]
             key, value = message.key(), message.value()
+            if value_ids is not None and value:
+                copy = translated(value, value_ids)
+                if copy is None:
+                    partitions.wait_for_schema(flow, offset, schema_id(value))
+                    return True  # the partition stopped at this record
+                value = copy
+            if key_ids is not None and key:
+                copy = translated(key, key_ids)
+                if copy is None:
+                    partitions.wait_for_schema(flow, offset, schema_id(key))
+                    return True
+                key = copy
             size = (len(key) if key else 0) + (len(value) if value else 0)
             if size > flow.size_watch and partitions.too_large(
                 flow, offset, key, value, with_provenance(own, provenance)

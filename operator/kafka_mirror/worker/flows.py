@@ -34,6 +34,7 @@ class Stop:
     reason: str
     retry_at: float
     retries: int = 0
+    schema_id: int | None = None  # the record waits for this schema on the target's registry
 
     def describe(self, topic: str, partition: int) -> str:
         """What the partition commits as its offset's metadata: the operator shows it."""
@@ -80,6 +81,9 @@ class PartitionFlow:
     stop: Stop | None = None
     held: bool = False  # consumption paused while the target acknowledges nothing of it
     size_watch: int = 2**62  # records above this many bytes have their exact size checked
+    # Source schema id → target's, for values and keys in the wire format (None: as they are).
+    value_ids: dict[int, int] | None = None
+    key_ids: dict[int, int] | None = None
     waiting_since: float | None = None  # since when records wait with no acknowledgement
     # The leader epoch of a record at or after the last one handled, committed with the offset
     # so that librdkafka checks it against the log when the partition is assigned again

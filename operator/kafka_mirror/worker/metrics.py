@@ -123,6 +123,26 @@ class WorkerMetrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.schemas_copied = Gauge(
+            "kafka_mirror_schemas_copied",
+            "Schema ids of mirrored records known on the target's registry (spec.schemaRegistry).",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.schemas_waiting = Gauge(
+            "kafka_mirror_schemas_waiting",
+            "Schema ids that mirrored records wait for, by state: pending (being copied) or "
+            "refused (a person must act: the partition's status says why).",
+            ["state"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.schema_registry_reachable = Gauge(
+            "kafka_mirror_schema_registry_reachable",
+            "1 when both schema registries answered the last round of copies.",
+            registry=r,
+            multiprocess_mode="livemin",
+        )
         self.invalid_patterns = Gauge(
             "kafka_mirror_invalid_patterns",
             "Selection patterns that do not compile.",

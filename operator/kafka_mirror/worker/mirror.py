@@ -15,6 +15,7 @@ take) stops its remote topic or partition, the others go on (`permanent.py`).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -27,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.kafka.client import leave_group
 from kafka_mirror.kafka.formats import offset_syncs_topic
+from kafka_mirror.kafka.schemas import SchemaRound, SchemaSync
 from kafka_mirror.worker.acl_sync import AclSync
 from kafka_mirror.worker.batches import BatchSender
 from kafka_mirror.worker.clients import ClientErrors, Clients, ClientsFactory
@@ -56,6 +58,9 @@ BATCH_SIZE = 5000
 POLL_SECONDS = 0.1
 BACKLOG_WAIT_SECONDS = 0.05  # for the producer's queue to drain before the batch's rest
 DELIVERY_CHECK_SECONDS = 5.0
+# How soon a record waiting for its schema (spec.schemaRegistry) has it copied; a round with no
+# record waiting makes no call.
+SCHEMA_ROUND_SECONDS = 1.0
 PRODUCER_STALL_SECONDS = 60.0  # records waiting, none acknowledged, the target answering
 SHUTDOWN_FLUSH_SECONDS = 20.0  # within Kubernetes' default 30 s grace period
 # librdkafka names the partition in its gapless-guarantee failure: "… for <topic> [<n>] …".
@@ -99,6 +104,11 @@ class MirrorWorker(ABC):
             config.mirror,
             config.source.alias,
         )
+        self.schemas = (
+            None
+            if config.schema_registry is None
+            else SchemaSync(config.schema_registry, os.environ)
+        )
         self.partitions = Partitions(
             self.clients,
             self.topics,
@@ -107,6 +117,7 @@ class MirrorWorker(ABC):
             self.sync_writer.queue,
             metrics,
             self._fail,
+            self.schemas,
         )
         self.sender = BatchSender(
             self.clients,
@@ -185,6 +196,20 @@ class MirrorWorker(ABC):
                 )
             )
 
+        # Its own thread too: a registry that does not answer must not hold the topics round.
+        self.schema_thread = ThreadPoolExecutor(1, thread_name_prefix="schemas")
+        if self.schemas is not None:
+            schemas = self.schemas
+            self.tasks.append(
+                OffLoop(
+                    "schemas",
+                    SCHEMA_ROUND_SECONDS,
+                    lambda: schemas.gather(dict(self.topics.plan.mirrored)),
+                    self._schemas_copied,
+                    self.schema_thread,
+                )
+            )
+
     def _client_failed(self, cluster: str, message: str) -> None:
         """An idempotent producer could no longer keep records in order."""
         if cluster == "target":
@@ -239,6 +264,7 @@ class MirrorWorker(ABC):
             # Its admin calls must end before the clients close under them.
             self.admin_thread.shutdown(wait=True, cancel_futures=True)
             self.acl_thread.shutdown(wait=True, cancel_futures=True)
+            self.schema_thread.shutdown(wait=True, cancel_futures=True)
             self.clients.close()
             self.checkpoint_task.close()
         if self.failure:
@@ -376,6 +402,16 @@ class MirrorWorker(ABC):
             self.checkpoint_task.load_emitted()
         self._subscribe(sorted(plan.mirrored))
         self.partitions.resume_due()
+
+    def _schemas_copied(self, found: SchemaRound) -> None:
+        assert self.schemas is not None
+        self.partitions.schemas_copied(self.schemas.apply(found), found.refused)
+        self.metrics.schemas_copied.set(len(self.schemas.ids))
+        self.metrics.schemas_waiting.labels("refused").set(len(self.schemas.refused))
+        self.metrics.schemas_waiting.labels("pending").set(len(self.schemas.wanted))
+        self.metrics.schema_registry_reachable.set(0 if found.unavailable else 1)
+        if found.unavailable:
+            log.warning("schemas wait: %s", found.unavailable)
 
     def _membership_sighted(self, sighting: Sighting | None) -> None:
         absent = sighting is not None and bool(self.subscribed) and sighting.absent

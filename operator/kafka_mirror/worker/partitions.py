@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from kafka_mirror.kafka.formats import OffsetSync, Provenance
 from kafka_mirror.kafka.record_size import single_record_batch_bytes
+from kafka_mirror.kafka.schemas import SchemaSync
 from kafka_mirror.worker import remote_topics
 from kafka_mirror.worker.clients import Clients
 from kafka_mirror.worker.flows import PartitionFlow, Stop
@@ -56,8 +57,10 @@ class Partitions:
         publish_sync: Callable[[OffsetSync, bool], None],
         metrics: WorkerMetrics,
         fail: Callable[[str], None],
+        schemas: SchemaSync | None = None,
     ) -> None:
         self.clients, self.topics, self.metrics, self.fail = clients, topics, metrics, fail
+        self.schemas = schemas
         self.source_alias, self.max_lag, self.publish_sync = source_alias, max_lag, publish_sync
         self.flows: dict[Key, PartitionFlow] = {}
         self.backlog: list[Message] = []  # the rest of a batch the producer had no room for
@@ -92,6 +95,8 @@ class Partitions:
             provenance_suffix=Provenance.suffix(self.topics.source_ids.get(topic)),
         )
         flow.size_watch = limit - SIZE_SLACK if limit else 2**62
+        if self.schemas is not None:
+            flow.value_ids, flow.key_ids = self.schemas.translates(topic)
         self.flows[(topic, partition)] = flow
         return flow
 
@@ -128,6 +133,28 @@ class Partitions:
         )
         self.stop(flow, offset, reason, STOP_RETRY_SECONDS)
         return True
+
+    def wait_for_schema(self, flow: PartitionFlow, offset: int, schema_id: int | None) -> None:
+        """Stop the partition at a record whose schema is not on the target's registry yet;
+        it goes on once the schema is copied (`schemas_copied`), or is tried again later."""
+        assert self.schemas is not None and schema_id is not None
+        refused = schema_id in self.schemas.refused
+        reason = self.schemas.want(schema_id)
+        self.stop(flow, offset, reason, STOP_RETRY_SECONDS if refused else 0.0)
+        assert flow.stop is not None
+        flow.stop.schema_id = schema_id
+
+    def schemas_copied(self, ready: set[int], refused: dict[int, str]) -> None:
+        """Partitions waiting for the `ready` schemas go on; those waiting for a `refused` one
+        say why and try again later."""
+        waiting = [f for f in self.flows.values() if f.stop is not None and f.stop.schema_id]
+        for flow in waiting:
+            assert flow.stop is not None and flow.stop.schema_id is not None
+            schema_id = flow.stop.schema_id
+            if schema_id in refused:
+                self.stop(flow, flow.stop.offset, refused[schema_id], STOP_RETRY_SECONDS)
+                flow.stop.schema_id = schema_id
+        self._resume([f for f in waiting if f.stop is not None and f.stop.schema_id in ready])
 
     def refuse(self, flow: PartitionFlow, offset: int, error: KafkaError) -> None:
         """The producer refused a record at `produce()`."""
@@ -196,9 +223,12 @@ class Partitions:
         due = [f for f in self.flows.values() if f.stop is not None and f.stop.retry_at <= now]
         for remote in {f.remote for f in due}:
             self.clients.producer.list_topics(remote, timeout=TARGET_PROBE_SECONDS)
-        for flow in due:
-            if flow.partition >= self.topics.remote_partitions.get(flow.remote, 0):
-                continue  # still waiting for the remote partition
+        self._resume(
+            [f for f in due if f.partition < self.topics.remote_partitions.get(f.remote, 0)]
+        )  # (a partition the remote topic does not have yet keeps waiting for it)
+
+    def _resume(self, flows: list[PartitionFlow]) -> None:
+        for flow in flows:
             flow.size_watch = self.topics.max_record_bytes.get(flow.remote, 2**62) - SIZE_SLACK
             flow.stop = None
             self.clients.consumer.resume([TopicPartition(flow.topic, flow.partition)])
