@@ -300,3 +300,35 @@ def test_the_audit_checks_each_copy_names_the_same_schema_on_the_target(
     unjudged = {k: v for k, v in config.items() if k != "schemaRegistry"}
     blind = audit(WorkerConfig.model_validate(unjudged), spark, full=True)
     assert (blind.records_checked, blind.altered) == (60, 60), blind.summary().message
+
+
+def test_a_binary_value_naming_another_topics_schema_is_not_rewritten(
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
+    start_worker: StartWorker,
+    start_registry: StartRegistry,
+) -> None:
+    """Every topic is read as the wire format by default; a binary value of `counters` that
+    starts with a zero byte and id 1 (the `payments` schema's) is not copied as a payment: it
+    waits, naming the subjects, while `payments` flows."""
+    registry_a, registry_b = start_registry("A"), start_registry("B")
+    occupy(registry_b, 1)
+    payments_topic, counters = unique("payments-"), unique("counters-")
+    create_topics(kafka_a.bootstrap_servers, [payments_topic, counters], partitions=1)
+    produce_avro(kafka_a, registry_a, payments_topic, payment(1), payments(0, 10, 1))
+    produce(
+        kafka_a.bootstrap_servers, counters, [Record(None, b"\0\0\0\0\1" + b"count", partition=0)]
+    )
+    config = worker_config(
+        kafka_a,
+        kafka_b,
+        [payments_topic, counters],
+        schemaRegistry=registry_config(registry_a, registry_b.url),
+    )
+    start_worker(config)
+    remote = f"{payments_topic}.A"
+    wait_for(lambda: end_offsets(kafka_b.bootstrap_servers, remote).get(0) == 10, 90, "copies")
+    assert read_avro(kafka_b, registry_b, remote) == payments(0, 10, 1)
+    metadata = _committed_metadata(kafka_a, config, counters, "no subject this mirror copies")
+    assert f"{payments_topic}-value" in metadata, metadata
+    assert end_offsets(kafka_b.bootstrap_servers, f"{counters}.A").get(0, 0) == 0

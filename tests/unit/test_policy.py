@@ -393,3 +393,23 @@ def test_a_registry_url_outside_the_grammar_is_refused(url: str) -> None:
         KafkaMirrorSpec.model_validate(
             spec(schemaRegistry={"source": {"url": url}, "target": {"url": "http://b:8081"}})
         )
+
+
+def test_a_registrys_credentials_go_only_over_https() -> None:
+    password = {"name": "registry", "key": "password"}
+    doc = spec(
+        schemaRegistry={
+            "source": {
+                "url": "http://registry-a:8081",
+                "username": "m",
+                "passwordSecret": password,
+            },
+            "target": {"url": "https://registry-b:8081", "passwordSecret": password},
+        }
+    )
+    messages = refused(doc)
+    assert len(messages) == 1 and messages[0].startswith(
+        "spec.schemaRegistry.source.url 'http://registry-a:8081' is not allowed"
+    )
+    assert "--allow-plain-without-tls" in messages[0]
+    assert refused(doc, AllowLists(plain_without_tls=True)) == []

@@ -30,26 +30,39 @@ def test_topic_subjects_follow_their_topics_names() -> None:
     assert topic_of("a-key-value", keys=True) == "a-key"
 
 
-def test_only_subjects_of_mirrored_wire_topics_or_listed_ones_are_copied() -> None:
-    schemas = sync(topics=["pay.*"], subjects=[r"shop\..*"])
-    assert schemas._synced("payments-value", MIRRORED)
-    assert not schemas._synced("orders-value", MIRRORED)  # not a wire-format topic
-    assert not schemas._synced("payments-key", MIRRORED)  # keys not in the format
+def test_a_record_finds_its_schema_only_under_its_own_topics_subjects_or_listed_ones() -> None:
+    """A binary value of `orders` that starts with a zero byte and 4 bytes naming a schema of
+    `payments` never takes that schema: ids are per topic."""
+    schemas = sync(topics=["pay.*", "orders"], subjects=[r"shop\..*"])
+    rank = schemas._candidates("payments")
+    assert [
+        rank(s) for s in ("payments-value", "shop.Payment", "orders-value", "payments-key")
+    ] == [
+        0,
+        1,
+        None,
+        None,  # keys are not in the format
+    ]
+    assert schemas._synced("payments-value", MIRRORED)  # references may name it
     assert not schemas._synced("secret-value", MIRRORED)  # not mirrored
-    assert schemas._synced("shop.Payment", MIRRORED)
-    assert schemas.translates("orders") == (None, None)
-    values, keys = schemas.translates("payments")
-    assert values is schemas.ids and keys is None
+    payments, keys = schemas.translates("payments")
+    orders, _ = schemas.translates("orders")
+    assert payments is not orders and keys is None
+    assert schemas.translates("other") == (None, None)
+    # MirrorMaker 2's heartbeats start with a zero byte too: never read as the wire format.
+    everything = sync()
+    assert everything.translates("heartbeats") == (None, None)
+    assert everything.translates("A.heartbeats") == (None, None)
 
 
 def test_a_waiting_id_is_asked_for_until_copied_and_a_refused_one_when_retried() -> None:
     schemas = sync()
-    assert "waiting for schema id 7" in schemas.want(7)
-    schemas.want(8)
-    assert schemas.pending == {7, 8}
-    ready = schemas.apply(SchemaRound(copied={7: 21}, refused={8: "not listed"}))
-    assert ready == {7} and schemas.ids == {7: 21}
+    assert "waiting for schema id 7" in schemas.want("t", 7)
+    schemas.want("t", 8)
+    assert schemas.pending == {("t", 7), ("t", 8)}
+    ready = schemas.apply(SchemaRound(copied={("t", 7): 21}, refused={("t", 8): "not listed"}))
+    assert ready == {("t", 7)} and schemas.ids == {"t": {7: 21}}
     assert schemas.pending == frozenset()  # 8 is asked for again when its record is retried
-    assert schemas.want(8) == "not listed" and schemas.pending == {8}
-    assert schemas.apply(SchemaRound(copied={8: 22})) == {8}
-    assert schemas.refused == {} and schemas.ids == {7: 21, 8: 22}
+    assert schemas.want("t", 8) == "not listed" and schemas.pending == {("t", 8)}
+    assert schemas.apply(SchemaRound(copied={("t", 8): 22})) == {("t", 8)}
+    assert schemas.refused == {} and schemas.ids == {"t": {7: 21, 8: 22}}

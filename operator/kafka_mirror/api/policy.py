@@ -14,7 +14,8 @@ those credentials go are bounded by allow-lists from the operator's flags (the c
   of every `host:port` of both clusters, as the clients read it (`kafka_mirror.api.bootstrap`),
   must match one, checked before the operator connects; so must the `host:port` of each
   schema registry URL (`spec.schemaRegistry`), where the registries' credentials go;
-- SASL PLAIN only over TLS (it sends the password as it is), unless
+- SASL PLAIN only over TLS (it sends the password as it is), and a schema registry given
+  credentials only at an `https://` URL (basic authentication sends them as they are), unless
   `--allow-plain-without-tls`;
 - the worker pods' annotation keys, toleration keys and node selectors (`key=value`): none but
   those matching `--allowed-pod-annotation`, `--allowed-toleration-key` and
@@ -182,6 +183,17 @@ def not_allowed(
     for role, endpoint in (
         (("source", registry.source), ("target", registry.target)) if registry else ()
     ):
+        secret = endpoint.password_secret is not None or endpoint.username_secret is not None
+        if secret and endpoint.url.startswith("http://") and not allowed.plain_without_tls:
+            refused.append(
+                NotAllowed(
+                    f"spec.schemaRegistry.{role}.url",
+                    endpoint.url,
+                    "https:// URLs for a registry given credentials",
+                    "--allow-plain-without-tls",
+                    "allowed.plainWithoutTls",
+                )
+            )
         if not bootstrap_allowed(endpoint.address, allowed):
             refused.append(
                 NotAllowed(

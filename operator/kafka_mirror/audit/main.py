@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from kubernetes import client
 from pyspark.sql import SparkSession
 
@@ -28,7 +29,7 @@ from kafka_mirror.audit.watermarks import Watermark, in_effect, read_watermarks,
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.kafka.observe import ClusterReader
-from kafka_mirror.kafka.schemas import SchemaSync
+from kafka_mirror.kafka.schemas import RegistryUnavailable, SchemaRefused, SchemaSync
 from kafka_mirror.kube import api_client
 from kafka_mirror.topics import plan_topics
 
@@ -124,16 +125,16 @@ def audit_inputs(
 
 
 def _wire_format(config: WorkerConfig, mirrored: dict[str, str]) -> dict[str, Any]:
-    """What the copies of wire-format records carry (spec.schemaRegistry): the target's id of
-    each schema the mirror copies, as the registries say; the records' topics."""
+    """What the copies of wire-format records carry (spec.schemaRegistry): per topic, the
+    target's id of each schema its records may name, as the registries say."""
     if config.schema_registry is None:
         return {}
     schemas = SchemaSync(config.schema_registry, os.environ)
-    return {
-        "schema_ids": schemas.equivalents(mirrored),
-        "wire_topics": {t for t in mirrored if schemas.wire_topics.matches(t)},
-        "wire_keys": config.schema_registry.keys,
-    }
+    try:
+        ids = schemas.equivalents(mirrored)
+    except (RegistryUnavailable, SchemaRefused, SchemaRegistryError) as error:
+        raise ClusterUnavailable("SchemaRegistryUnavailable", str(error)) from None
+    return {"schema_ids": ids, "wire_keys": config.schema_registry.keys}
 
 
 def audit(

@@ -87,10 +87,10 @@ class AuditInputs:
     offset_syncs_end: dict[int, int] = field(default_factory=dict)
     # Exactly-once delivery: a duplicate is a failure, not a re-send.
     exactly_once: bool = False
-    # spec.schemaRegistry: a wire-format value (and key) of these source topics is compared as
-    # its copy must be, its schema id replaced with the target's id for the same schema.
-    schema_ids: dict[int, int] | None = None
-    wire_topics: set[str] = field(default_factory=set)
+    # spec.schemaRegistry: per source topic in the wire format, source id → the target's id
+    # for the same schema; a value (and key) of it is compared as its copy must be, with the
+    # target's id in place.
+    schema_ids: dict[str, dict[int, int]] | None = None
     wire_keys: bool = False
 
 
@@ -127,17 +127,26 @@ def content_hash(headers: Column, key: Column | None = None, value: Column | Non
     return F.xxhash64(key.isNull(), key, value.isNull(), value, headers, F.col("timestamp"))
 
 
-def with_target_ids(data: Column, ids: dict[int, int], wire: Column) -> Column:
-    """Where `wire` holds and `data` is in the wire format with an id `ids` maps, `data` as the
-    workers copy it: the target's id in place of the source's (`kafka.wire_format`)."""
-    if not ids:
+def with_target_ids(data: Column, ids: dict[str, dict[int, int]]) -> Column:
+    """`data` of a record of a topic in `ids`, in the wire format with an id its map has, as
+    the workers copy it: the target's id in place of the source's (`kafka.wire_format`)."""
+    known = {topic: mapping for topic, mapping in ids.items() if mapping}
+    if not known:
         return data
-    mapping = F.create_map(*[F.lit(n) for pair in sorted(ids.items()) for n in pair])
+    by_topic = F.create_map(
+        *[
+            part
+            for topic, mapping in sorted(known.items())
+            for part in (
+                F.lit(topic),
+                F.create_map(*[F.lit(n) for pair in sorted(mapping.items()) for n in pair]),
+            )
+        ]
+    )
     source_id = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("bigint")
-    target_id = mapping[source_id]
+    target_id = by_topic[F.col("topic")][source_id]
     framed = (
-        wire
-        & (F.length(data) >= HEADER_BYTES)
+        (F.length(data) >= HEADER_BYTES)
         & (F.substring(data, 1, 1) == F.lit(bytes((MAGIC_BYTE,))))
         & target_id.isNotNull()
     )
@@ -146,7 +155,7 @@ def with_target_ids(data: Column, ids: dict[int, int], wire: Column) -> Column:
         F.unhex(F.lpad(F.hex(target_id), 8, "0")),
         F.substring(data, HEADER_BYTES + 1, 2**31 - 1),  # the rest, however long
     )
-    return F.when(framed, rewritten).otherwise(data)
+    return F.when(F.coalesce(framed, F.lit(False)), rewritten).otherwise(data)
 
 
 def _by_name(values: dict[str, bytes | None]) -> Column:
@@ -206,10 +215,9 @@ def source_records(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
         cycle = F.coalesce(F.exists("headers", test), F.lit(False))
     key, value = F.col("key"), F.col("value")
     if inputs.schema_ids is not None:
-        wire = F.col("topic").isin(sorted(inputs.wire_topics))
-        value = with_target_ids(value, inputs.schema_ids, wire)
+        value = with_target_ids(value, inputs.schema_ids)
         if inputs.wire_keys:
-            key = with_target_ids(key, inputs.schema_ids, wire)
+            key = with_target_ids(key, inputs.schema_ids)
     return raw.select(
         "topic",
         "partition",

@@ -18,6 +18,7 @@ SchemaRegistryClient, one timeout, one error mapping (`_registry_call`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,8 +41,13 @@ log = logging.getLogger(__name__)
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 REGISTRY_TIMEOUT_SECONDS = 10
+ROUND_SECONDS = 30.0  # a round's copies stop here; the rest wait for the next one
+MAX_REFERENCE_DEPTH = 16  # references of references…: deeper is a cycle, or hostile
+MAX_SCHEMA_ID = 2**31 - 1  # Confluent's ids are positive 32-bit integers
 SUBJECT_SUFFIXES = ("-value", "-key")  # TopicNameStrategy
+HEARTBEATS = "heartbeats"  # MirrorMaker 2's heartbeats: binary, starting with a zero byte
 T = TypeVar("T")
+Wanted = tuple[str, int]  # (source topic, schema id): a record of that topic waits for it
 
 
 class RegistryUnavailable(Exception):
@@ -65,16 +71,34 @@ def _registry_call(where: str, call: Callable[[], T]) -> T:
         raise RegistryUnavailable(f"the {where} registry does not answer: {error}") from None
 
 
+def _schema_id(value: object, where: str) -> int:
+    """An id a registry answered, checked: what the wire format can carry."""
+    if not isinstance(value, int) or not 0 < value <= MAX_SCHEMA_ID:
+        raise SchemaRefused(f"the {where} registry answered an unusable schema id {value!r}")
+    return value
+
+
+def _version(value: object) -> int:
+    if not isinstance(value, int) or value < 1:
+        raise SchemaRefused(f"the source registry answered an unusable version {value!r}")
+    return value
+
+
 @dataclass
 class SchemaRound:
     """What one round of registry calls found: ids copied, and why others could not be."""
 
-    copied: dict[int, int] = field(default_factory=dict)  # source id → target id
-    refused: dict[int, str] = field(default_factory=dict)  # source id → why
+    copied: dict[Wanted, int] = field(default_factory=dict)  # → the target's id
+    refused: dict[Wanted, str] = field(default_factory=dict)  # → why
     unavailable: str | None = None  # a registry did not answer
 
 
 class SchemaSync:
+    """Per source topic, which source ids its records may carry and their target ids. A
+    record's id is looked up only under its own topic's subjects (`t-value`, `t-key` with
+    `keys`) and the subjects listed (`subjects`): a binary value that merely starts with a zero
+    byte never takes on the schema of another topic."""
+
     def __init__(
         self,
         config: SchemaRegistryConnection,
@@ -89,37 +113,43 @@ class SchemaSync:
         self.wire_topics = NameFilter(tuple(config.topics))
         self.keys = config.keys
         self.subjects = NameFilter(tuple(config.subjects)) if config.subjects else None
-        self.ids: dict[int, int] = {}  # source id → target id: the flows read it (the loop's)
-        self.refused: dict[int, str] = {}
-        self.wanted: set[int] = set()  # ids records wait for (the loop's)
-        self.pending: frozenset[int] = frozenset()  # a copy of it for the thread, replaced whole
+        # Source topic → (source id → target id): the flows read it (the loop's).
+        self.ids: dict[str, dict[int, int]] = {}
+        self.refused: dict[Wanted, str] = {}
+        self.wanted: set[Wanted] = set()  # what records wait for (the loop's)
+        self.pending: frozenset[Wanted] = frozenset()  # a copy for the thread, replaced whole
         self.unavailable: str | None = None
-        # (subject, version) on the source → its registration on the target (the thread's).
-        self._copied: dict[tuple[str, int], RegisteredSchema] = {}
 
     # --- on the loop ----------------------------------------------------------------------
 
+    def wire_format(self, topic: str) -> bool:
+        """Whether the topic's values are read as the wire format (never heartbeats)."""
+        heartbeats = topic == HEARTBEATS or topic.endswith("." + HEARTBEATS)
+        return not heartbeats and self.wire_topics.matches(topic)
+
     def translates(self, topic: str) -> tuple[dict[int, int] | None, dict[int, int] | None]:
         """The id maps a flow of `topic` rewrites its values and keys with (None: as they are)."""
-        if not self.wire_topics.matches(topic):
+        if not self.wire_format(topic):
             return None, None
-        return self.ids, self.ids if self.keys else None
+        ids = self.ids.setdefault(topic, {})
+        return ids, ids if self.keys else None
 
-    def want(self, schema_id: int) -> str:
-        """A record waits for this id; why, in words, for the partition's status."""
-        self.wanted.add(schema_id)
+    def want(self, topic: str, schema_id: int) -> str:
+        """A record of `topic` waits for this id; why, in words, for the partition's status."""
+        wanted = (topic, schema_id)
+        self.wanted.add(wanted)
         self.pending = frozenset(self.wanted)
-        if schema_id in self.refused:
-            return self.refused[schema_id]
+        if wanted in self.refused:
+            return self.refused[wanted]
         where = f" ({self.unavailable})" if self.unavailable else ""
         return f"waiting for schema id {schema_id} to be copied to the target's registry{where}"
 
-    def apply(self, found: SchemaRound) -> set[int]:
-        """A round's result; returns the ids records may now go on with."""
-        self.ids.update(found.copied)
+    def apply(self, found: SchemaRound) -> set[Wanted]:
+        """A round's result; returns what records may now go on with."""
+        for (topic, schema_id), target_id in found.copied.items():
+            self.ids.setdefault(topic, {})[schema_id] = target_id
+            self.refused.pop((topic, schema_id), None)
         self.refused.update(found.refused)
-        for schema_id in found.copied:
-            self.refused.pop(schema_id, None)
         self.unavailable = found.unavailable
         ready = self.wanted & set(found.copied)
         # A refused id is asked for again when its partition retries the record.
@@ -130,108 +160,178 @@ class SchemaSync:
     # --- off the loop ---------------------------------------------------------------------
 
     def gather(self, mirrored: dict[str, str]) -> SchemaRound:
-        """Copy the schemas of the ids records wait for. `mirrored`: source topic → remote."""
+        """Copy the schemas records wait for. `mirrored`: source topic → remote."""
         found = SchemaRound()
-        for schema_id in sorted(self.pending):
+        deadline = time.monotonic() + ROUND_SECONDS
+        for topic, schema_id in sorted(self.pending):
+            if time.monotonic() > deadline:
+                break
             try:
-                found.copied[schema_id] = self._copy_id(schema_id, mirrored)
+                found.copied[(topic, schema_id)] = self._copy_id(topic, schema_id, mirrored)
             except SchemaRefused as refusal:
-                found.refused[schema_id] = str(refusal)
+                found.refused[(topic, schema_id)] = str(refusal)
             except RegistryUnavailable as error:
                 found.unavailable = str(error)
-                break
-        return found
-
-    def _copy_id(self, schema_id: int, mirrored: dict[str, str]) -> int:
-        try:
-            versions = _registry_call("source", lambda: self.source.get_schema_versions(schema_id))
-        except SchemaRegistryError as error:
-            raise SchemaRefused(
-                f"schema id {schema_id} is not in the source's registry ({error.error_message}): "
-                "records of topics that are not in the wire format belong out of "
-                "spec.schemaRegistry.topics"
-            ) from None
-        held = [(str(v.subject), int(v.version or 0)) for v in versions]
-        synced = [
-            (subject, version) for subject, version in held if self._synced(subject, mirrored)
-        ]
-        if not synced:
-            subjects = ", ".join(sorted({subject for subject, _ in held})) or "none"
-            raise SchemaRefused(
-                f"schema id {schema_id} is registered on the source under subjects this mirror "
-                f"does not copy ({subjects}): add one to spec.schemaRegistry.subjects"
-            )
-        target_id = -1
-        for subject, version in synced:
-            target_id = int(self._copy_subject(subject, version, mirrored).schema_id or -1)
-        return target_id
-
-    def equivalents(self, mirrored: dict[str, str]) -> dict[int, int]:
-        """Each id of a schema the mirror copies (every version of its subjects on the source)
-        → the id the target's registry has for the same schema under the same subject, where it
-        has one: what the audit expects the copies to carry. Registers nothing."""
-        found = {}
-        subjects = _registry_call("source", self.source.get_subjects)
-        for subject in sorted(s for s in subjects if self._synced(s, mirrored)):
-            versions = _registry_call("source", partial(self.source.get_versions, subject))
-            for version in versions:
-                source = _registry_call(
-                    "source", partial(self.source.get_version, subject, version)
+            except Exception as error:  # an answer of a shape no registry should give
+                found.refused[(topic, schema_id)] = (
+                    f"schema id {schema_id}: a registry's answer could not be read "
+                    f"({type(error).__name__}: {error})"
                 )
-                try:
-                    target = self._copy_version(subject, version, mirrored, register=False)
-                except SchemaRefused:
-                    continue  # not on the target: copies naming it cannot match
-                found[int(source.schema_id or -1)] = int(target.schema_id or -1)
         return found
 
-    def _synced(self, subject: str, mirrored: dict[str, str]) -> bool:
-        """A subject of a mirrored wire-format topic (TopicNameStrategy), or one listed."""
-        topic = topic_of(subject, self.keys)
-        if topic is not None and topic in mirrored and self.wire_topics.matches(topic):
-            return True
-        return self.subjects is not None and self.subjects.matches(subject)
+    def _candidates(self, topic: str) -> Callable[[str], int | None]:
+        """A subject's rank among those a record of `topic` may find its schema under (its
+        topic's own first, then those listed, by name); None when it may not."""
+        own = [f"{topic}{suffix}" for suffix in SUBJECT_SUFFIXES[: 2 if self.keys else 1]]
 
-    def _copy_subject(self, subject: str, upto: int, mirrored: dict[str, str]) -> RegisteredSchema:
-        """Copy the subject's versions up to `upto`, oldest first (so that the target numbers
-        them as the source does); the target's registration of `upto`."""
-        versions = _registry_call("source", lambda: self.source.get_versions(subject))
-        registered = None
-        for version in sorted(v for v in versions if v <= upto):
-            registered = self._copy_version(subject, version, mirrored)
-        if registered is None:
-            raise SchemaRefused(f"subject {subject} has no version {upto} on the source")
-        return registered
+        def rank(subject: str) -> int | None:
+            if subject in own:
+                return own.index(subject)
+            return len(own) if self.subjects and self.subjects.matches(subject) else None
+
+        return rank
+
+    def _copy_id(self, topic: str, schema_id: int, mirrored: dict[str, str]) -> int:
+        try:
+            versions = _registry_call(
+                "source", partial(self.source.get_schema_versions, schema_id, deleted=True)
+            )
+        except SchemaRegistryError as error:
+            if error.http_status_code != 404:
+                raise SchemaRefused(
+                    f"the source registry refused to describe schema id {schema_id}: "
+                    f"{error.error_message} (HTTP {error.http_status_code})"
+                ) from None
+            raise SchemaRefused(
+                f"schema id {schema_id} is not in the source's registry: values of {topic} that "
+                "are not in the wire format call for it out of spec.schemaRegistry.topics"
+            ) from None
+        rank = self._candidates(topic)
+        held = sorted((str(v.subject), _version(v.version)) for v in versions)
+        usable = sorted(
+            ((r, subject, version) for subject, version in held if (r := rank(subject)) is not None)
+        )
+        if not usable:
+            subjects = ", ".join(subject for subject, _ in held) or "none"
+            raise SchemaRefused(
+                f"schema id {schema_id} of {topic} is registered on the source under no subject "
+                f"this mirror copies for it ({subjects}): add one to "
+                "spec.schemaRegistry.subjects"
+            )
+        _, subject, version = usable[0]
+        self._copy_older(subject, version, mirrored)
+        registered = self._copy_version(subject, version, mirrored, expected=schema_id)
+        return _schema_id(registered.schema_id, "target")
+
+    def _copy_older(self, subject: str, version: int, mirrored: dict[str, str]) -> None:
+        """The subject's versions before `version`, oldest first, so that the target numbers
+        them as the source does (a version that cannot be copied is left out)."""
+        versions = _registry_call(
+            "source", partial(self.source.get_versions, subject, deleted=True)
+        )
+        for older in sorted(int(v) for v in versions if int(v) < version):
+            try:
+                self._copy_version(subject, older, mirrored)
+            except SchemaRefused as refusal:
+                log.warning("%s version %d not copied: %s", subject, older, refusal)
 
     def _copy_version(
-        self, subject: str, version: int, mirrored: dict[str, str], register: bool = True
+        self,
+        subject: str,
+        version: int,
+        mirrored: dict[str, str],
+        register: bool = True,
+        expected: int | None = None,
+        depth: int = 0,
     ) -> RegisteredSchema:
         """Register one version on the target, its references first; its registration there
-        (without `register`, only looked up: SchemaRefused when the target has none)."""
-        if (subject, version) in self._copied:
-            return self._copied[(subject, version)]
-        source = _registry_call("source", lambda: self.source.get_version(subject, version))
+        (without `register`, only looked up: SchemaRefused when the target has none).
+        `expected`: the source id the version must have."""
+        if depth > MAX_REFERENCE_DEPTH:
+            raise SchemaRefused(f"{subject}'s references go deeper than {MAX_REFERENCE_DEPTH}")
+        source = _registry_call(
+            "source", partial(self.source.get_version, subject, version, deleted=True)
+        )
+        if expected is not None and source.schema_id != expected:
+            raise SchemaRefused(
+                f"the source registry holds schema id {source.schema_id} as {subject} version "
+                f"{version}, not {expected}"
+            )
         references = []
         for reference in source.schema.references or []:
-            ref_subject, ref_version = str(reference.subject), int(reference.version or 0)
-            target_ref = self._copy_version(ref_subject, ref_version, mirrored, register)
+            ref_subject, ref_version = str(reference.subject), _version(reference.version)
+            if not self._synced(ref_subject, mirrored):
+                raise SchemaRefused(
+                    f"{subject} version {version} references {ref_subject}, a subject this "
+                    "mirror does not copy: add it to spec.schemaRegistry.subjects"
+                )
+            target_ref = self._copy_version(
+                ref_subject, ref_version, mirrored, register, depth=depth + 1
+            )
             references.append(
                 SchemaReference(reference.name, target_ref.subject, target_ref.version)
             )
-        schema = Schema(source.schema.schema_str, source.schema.schema_type, references)
+        schema = Schema(
+            source.schema.schema_str,
+            source.schema.schema_type,
+            references,
+            metadata=source.schema.metadata,
+            rule_set=source.schema.rule_set,
+        )
         name = target_subject(subject, mirrored, self.keys)
         try:
             if register:
                 _registry_call("target", lambda: self.target.register_schema(name, schema))
-            registered = _registry_call("target", lambda: self.target.lookup_schema(name, schema))
+            return _registry_call("target", lambda: self.target.lookup_schema(name, schema))
         except SchemaRegistryError as error:
             raise SchemaRefused(
                 f"the target's registry {'refused' if register else 'has not'} {subject} "
-                f"version {version} as {name}: "
-                f"{error.error_message} (HTTP {error.http_status_code})"
+                f"version {version} as {name}: {error.error_message} "
+                f"(HTTP {error.http_status_code})"
             ) from None
-        self._copied[(subject, version)] = registered
-        return registered
+
+    def _synced(self, subject: str, mirrored: dict[str, str]) -> bool:
+        """A subject of a mirrored wire-format topic (TopicNameStrategy), or one listed."""
+        topic = topic_of(subject, self.keys)
+        if topic is not None and topic in mirrored and self.wire_format(topic):
+            return True
+        return self.subjects is not None and self.subjects.matches(subject)
+
+    def equivalents(self, mirrored: dict[str, str]) -> dict[str, dict[int, int]]:
+        """Per mirrored wire-format topic, each source id its records may carry (every
+        version of its subjects) → the id the target has for the same schema under the same
+        subject, where it has one, ranked as the workers rank them: what the audit expects the
+        copies to carry. Registers nothing."""
+        subjects = [str(s) for s in _registry_call("source", self.source.get_subjects)]
+        found: dict[str, dict[int, int]] = {}
+        pairs: dict[str, list[tuple[int, int]]] = {}  # subject → (source id, target id)
+        for topic in sorted(t for t in mirrored if self.wire_format(t)):
+            rank = self._candidates(topic)
+            ids = found.setdefault(topic, {})
+            for _, subject in sorted((r, s) for s in subjects if (r := rank(s)) is not None):
+                if subject not in pairs:
+                    pairs[subject] = self._equivalent_versions(subject, mirrored)
+                for source_id, target_id in pairs[subject]:
+                    ids.setdefault(source_id, target_id)
+        return found
+
+    def _equivalent_versions(self, subject: str, mirrored: dict[str, str]) -> list[tuple[int, int]]:
+        versions = _registry_call(
+            "source", partial(self.source.get_versions, subject, deleted=True)
+        )
+        pairs = []
+        for version in sorted(int(v) for v in versions):
+            try:
+                target = self._copy_version(subject, version, mirrored, register=False)
+                source = _registry_call(
+                    "source", partial(self.source.get_version, subject, version, deleted=True)
+                )
+            except SchemaRefused:
+                continue  # not on the target: copies naming it cannot match
+            pairs.append(
+                (_schema_id(source.schema_id, "source"), _schema_id(target.schema_id, "target"))
+            )
+        return pairs
 
 
 def topic_of(subject: str, keys: bool) -> str | None:

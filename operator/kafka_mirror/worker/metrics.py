@@ -125,7 +125,8 @@ class WorkerMetrics:
         )
         self.schemas_copied = Gauge(
             "kafka_mirror_schemas_copied",
-            "Schema ids of mirrored records known on the target's registry (spec.schemaRegistry).",
+            "Schema ids of mirrored records known on the target's registry, counted per topic "
+            "that carries them (spec.schemaRegistry).",
             registry=r,
             multiprocess_mode="livemax",
         )

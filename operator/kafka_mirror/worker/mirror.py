@@ -406,7 +406,7 @@ class MirrorWorker(ABC):
     def _schemas_copied(self, found: SchemaRound) -> None:
         assert self.schemas is not None
         self.partitions.schemas_copied(self.schemas.apply(found), found.refused)
-        self.metrics.schemas_copied.set(len(self.schemas.ids))
+        self.metrics.schemas_copied.set(sum(len(ids) for ids in self.schemas.ids.values()))
         self.metrics.schemas_waiting.labels("refused").set(len(self.schemas.refused))
         self.metrics.schemas_waiting.labels("pending").set(len(self.schemas.wanted))
         self.metrics.schema_registry_reachable.set(0 if found.unavailable else 1)

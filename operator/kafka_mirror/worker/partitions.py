@@ -138,23 +138,30 @@ class Partitions:
         """Stop the partition at a record whose schema is not on the target's registry yet;
         it goes on once the schema is copied (`schemas_copied`), or is tried again later."""
         assert self.schemas is not None and schema_id is not None
-        refused = schema_id in self.schemas.refused
-        reason = self.schemas.want(schema_id)
+        refused = (flow.topic, schema_id) in self.schemas.refused
+        reason = self.schemas.want(flow.topic, schema_id)
         self.stop(flow, offset, reason, STOP_RETRY_SECONDS if refused else 0.0)
         assert flow.stop is not None
         flow.stop.schema_id = schema_id
 
-    def schemas_copied(self, ready: set[int], refused: dict[int, str]) -> None:
+    def schemas_copied(
+        self, ready: set[tuple[str, int]], refused: dict[tuple[str, int], str]
+    ) -> None:
         """Partitions waiting for the `ready` schemas go on; those waiting for a `refused` one
         say why and try again later."""
-        waiting = [f for f in self.flows.values() if f.stop is not None and f.stop.schema_id]
+        waiting = [
+            f for f in self.flows.values() if f.stop is not None and f.stop.schema_id is not None
+        ]
+        going_on = []
         for flow in waiting:
             assert flow.stop is not None and flow.stop.schema_id is not None
-            schema_id = flow.stop.schema_id
-            if schema_id in refused:
-                self.stop(flow, flow.stop.offset, refused[schema_id], STOP_RETRY_SECONDS)
-                flow.stop.schema_id = schema_id
-        self._resume([f for f in waiting if f.stop is not None and f.stop.schema_id in ready])
+            wanted = (flow.topic, flow.stop.schema_id)
+            if wanted in ready:
+                going_on.append(flow)
+            elif wanted in refused:
+                self.stop(flow, flow.stop.offset, refused[wanted], STOP_RETRY_SECONDS)
+                flow.stop.schema_id = wanted[1]
+        self._resume(going_on)
 
     def refuse(self, flow: PartitionFlow, offset: int, error: KafkaError) -> None:
         """The producer refused a record at `produce()`."""
