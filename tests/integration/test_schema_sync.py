@@ -18,10 +18,13 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.audit.main import audit
-from kafka_mirror.kafka.wire_format import schema_id
+from kafka_mirror.audit.records import with_target_ids
+from kafka_mirror.kafka.schemas import Equivalents
+from kafka_mirror.kafka.wire_format import schema_id, translated
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.schema_registry import LocalSchemaRegistry
 from tests.helpers.audit import committed_everything
@@ -332,3 +335,42 @@ def test_a_binary_value_naming_another_topics_schema_is_not_rewritten(
     metadata = _committed_metadata(kafka_a, config, counters, "no subject this mirror copies")
     assert f"{payments_topic}-value" in metadata, metadata
     assert end_offsets(kafka_b.bootstrap_servers, f"{counters}.A").get(0, 0) == 0
+
+
+@pytest.mark.spark
+def test_the_audits_rewrite_is_the_workers(spark: SparkSession) -> None:
+    """The audit's Spark expression against the workers' own function, on the values that
+    are hard: ids with leading zero bytes, ids of 32 bits, short, empty and null values, a
+    topic not in the format, an id only a listed subject has."""
+    ids = Equivalents(own={"t": {1: 0x01020304, 0x00000A: 7}, "u": {}}, listed={9: 0x7FFFFFFF})
+    values: list[tuple[str, bytes | None]] = [
+        ("t", framed(1, b"payload")),
+        ("t", framed(0x0A, b"")),
+        ("t", framed(9, b"listed")),
+        ("u", framed(9, b"listed too")),
+        ("t", framed(0xFFFFFFFF, b"unknown, 32 bits")),
+        ("t", framed(2**31, b"unknown")),
+        ("t", b"\0\0\0"),
+        ("t", b""),
+        ("t", None),
+        ("t", b"\1" + framed(1, b"")[1:]),
+        ("other", framed(1, b"not in the format")),
+    ]
+    frame = spark.createDataFrame(values, "topic string, value binary")
+    got = [
+        row.value
+        for row in frame.select(with_target_ids(F.col("value"), ids).alias("value")).collect()
+    ]
+
+    def workers(topic: str, value: bytes | None) -> bytes | None:
+        if value is None or topic not in ids.own:
+            return value
+        mapping = {**ids.listed, **ids.own[topic]}
+        return translated(value, mapping) or value  # (an unknown id: the worker waits)
+
+    assert got == [workers(t, v) for t, v in values]
+    assert got[0] == framed(0x01020304, b"payload") and got[3] == framed(0x7FFFFFFF, b"listed too")
+
+
+def framed(schema: int, payload: bytes) -> bytes:
+    return b"\0" + schema.to_bytes(4, "big") + payload

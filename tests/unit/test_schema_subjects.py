@@ -52,7 +52,17 @@ def test_a_record_finds_its_schema_only_under_its_own_topics_subjects_or_listed_
     # MirrorMaker 2's heartbeats start with a zero byte too: never read as the wire format.
     everything = sync()
     assert everything.translates("heartbeats") == (None, None)
-    assert everything.translates("A.heartbeats") == (None, None)
+    for name in ("A.heartbeats", "heartbeats.B.C", "heartbeats-A_B", "C_heartbeats"):
+        assert everything.translates(name) == (None, None), name
+    assert everything.translates("heartbeatsx") != (None, None)
+
+
+def test_a_record_of_a_topic_no_longer_mirrored_gets_no_copy_of_its_schema() -> None:
+    """Its subject would reach the target under its own name (maybe the target's own)."""
+    schemas = sync()
+    schemas.want("gone", 3)
+    found = schemas.gather(MIRRORED)  # no registry call: the topic left the plan
+    assert found.refused == {("gone", 3): "gone is no longer mirrored"} and not found.copied
 
 
 def test_a_waiting_id_is_asked_for_until_copied_and_a_refused_one_when_retried() -> None:

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.schema_registry.error import SchemaRegistryError
 from kubernetes import client
 from pyspark.sql import SparkSession
 
@@ -29,7 +28,7 @@ from kafka_mirror.audit.watermarks import Watermark, in_effect, read_watermarks,
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.formats import offset_syncs_topic
 from kafka_mirror.kafka.observe import ClusterReader
-from kafka_mirror.kafka.schemas import RegistryUnavailable, SchemaRefused, SchemaSync
+from kafka_mirror.kafka.schemas import SchemaSync
 from kafka_mirror.kube import api_client
 from kafka_mirror.topics import plan_topics
 
@@ -132,8 +131,10 @@ def _wire_format(config: WorkerConfig, mirrored: dict[str, str]) -> dict[str, An
     schemas = SchemaSync(config.schema_registry, os.environ)
     try:
         ids = schemas.equivalents(mirrored)
-    except (RegistryUnavailable, SchemaRefused, SchemaRegistryError) as error:
-        raise ClusterUnavailable("SchemaRegistryUnavailable", str(error)) from None
+    except Exception as error:  # unavailable, refusing, or answering what no registry should
+        raise ClusterUnavailable(
+            "SchemaRegistryUnavailable", f"a schema registry: {error}"
+        ) from None
     return {"schema_ids": ids, "wire_keys": config.schema_registry.keys}
 
 

@@ -23,6 +23,7 @@ from kafka_mirror.kafka.formats import (
     TOPIC_ID_BYTES,
     RetentionLoss,
 )
+from kafka_mirror.kafka.schemas import Equivalents
 from kafka_mirror.kafka.wire_format import HEADER_BYTES, MAGIC_BYTE
 
 
@@ -87,10 +88,9 @@ class AuditInputs:
     offset_syncs_end: dict[int, int] = field(default_factory=dict)
     # Exactly-once delivery: a duplicate is a failure, not a re-send.
     exactly_once: bool = False
-    # spec.schemaRegistry: per source topic in the wire format, source id → the target's id
-    # for the same schema; a value (and key) of it is compared as its copy must be, with the
-    # target's id in place.
-    schema_ids: dict[str, dict[int, int]] | None = None
+    # spec.schemaRegistry: the target's id for each schema the wire-format topics' records may
+    # name; a value (and key) of them is compared as its copy must be, with that id in place.
+    schema_ids: Equivalents | None = None
     wire_keys: bool = False
 
 
@@ -127,26 +127,25 @@ def content_hash(headers: Column, key: Column | None = None, value: Column | Non
     return F.xxhash64(key.isNull(), key, value.isNull(), value, headers, F.col("timestamp"))
 
 
-def with_target_ids(data: Column, ids: dict[str, dict[int, int]]) -> Column:
-    """`data` of a record of a topic in `ids`, in the wire format with an id its map has, as
-    the workers copy it: the target's id in place of the source's (`kafka.wire_format`)."""
-    known = {topic: mapping for topic, mapping in ids.items() if mapping}
-    if not known:
+def _id_map(ids: dict[int, int]) -> Column:
+    """A literal map<bigint, bigint>: ids of 32 bits compare with a header's as read."""
+    pairs = [F.lit(n).cast("bigint") for pair in sorted(ids.items()) for n in pair]
+    return F.create_map(*pairs) if pairs else F.create_map().cast("map<bigint,bigint>")
+
+
+def with_target_ids(data: Column, ids: Equivalents) -> Column:
+    """`data` of a record of a wire-format topic whose id the map has (its topic's own
+    subjects', else the listed subjects'), as the workers copy it: the target's id in place of
+    the source's (`kafka.wire_format`). Anything else as it is."""
+    topics = sorted(ids.own)
+    if not topics or not (ids.listed or any(ids.own.values())):
         return data
-    by_topic = F.create_map(
-        *[
-            part
-            for topic, mapping in sorted(known.items())
-            for part in (
-                F.lit(topic),
-                F.create_map(*[F.lit(n) for pair in sorted(mapping.items()) for n in pair]),
-            )
-        ]
-    )
+    by_topic = F.create_map(*[part for t in topics for part in (F.lit(t), _id_map(ids.own[t]))])
     source_id = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("bigint")
-    target_id = by_topic[F.col("topic")][source_id]
+    target_id = F.coalesce(by_topic[F.col("topic")][source_id], _id_map(ids.listed)[source_id])
     framed = (
-        (F.length(data) >= HEADER_BYTES)
+        F.col("topic").isin(topics)
+        & (F.length(data) >= HEADER_BYTES)
         & (F.substring(data, 1, 1) == F.lit(bytes((MAGIC_BYTE,))))
         & target_id.isNotNull()
     )

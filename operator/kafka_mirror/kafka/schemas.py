@@ -18,6 +18,7 @@ SchemaRegistryClient, one timeout, one error mapping (`_registry_call`).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,7 +46,9 @@ ROUND_SECONDS = 30.0  # a round's copies stop here; the rest wait for the next o
 MAX_REFERENCE_DEPTH = 16  # references of references…: deeper is a cycle, or hostile
 MAX_SCHEMA_ID = 2**31 - 1  # Confluent's ids are positive 32-bit integers
 SUBJECT_SUFFIXES = ("-value", "-key")  # TopicNameStrategy
-HEARTBEATS = "heartbeats"  # MirrorMaker 2's heartbeats: binary, starting with a zero byte
+# MirrorMaker 2's heartbeats (binary, starting with a zero byte), under any remote name a chain
+# of mirrors gave them: `heartbeats.A`, `B.heartbeats`, `heartbeats-A_B`, ...
+HEARTBEATS = re.compile(r"(.*[._-])?heartbeats([._-].*)?")
 T = TypeVar("T")
 Wanted = tuple[str, int]  # (source topic, schema id): a record of that topic waits for it
 
@@ -119,13 +122,15 @@ class SchemaSync:
         self.wanted: set[Wanted] = set()  # what records wait for (the loop's)
         self.pending: frozenset[Wanted] = frozenset()  # a copy for the thread, replaced whole
         self.unavailable: str | None = None
+        # One round's registrations (subject, version, registered?) and its end (the thread's).
+        self._round: dict[tuple[str, int, bool], RegisteredSchema] = {}
+        self._deadline = float("inf")
 
     # --- on the loop ----------------------------------------------------------------------
 
     def wire_format(self, topic: str) -> bool:
         """Whether the topic's values are read as the wire format (never heartbeats)."""
-        heartbeats = topic == HEARTBEATS or topic.endswith("." + HEARTBEATS)
-        return not heartbeats and self.wire_topics.matches(topic)
+        return HEARTBEATS.fullmatch(topic) is None and self.wire_topics.matches(topic)
 
     def translates(self, topic: str) -> tuple[dict[int, int] | None, dict[int, int] | None]:
         """The id maps a flow of `topic` rewrites its values and keys with (None: as they are)."""
@@ -162,10 +167,14 @@ class SchemaSync:
     def gather(self, mirrored: dict[str, str]) -> SchemaRound:
         """Copy the schemas records wait for. `mirrored`: source topic → remote."""
         found = SchemaRound()
-        deadline = time.monotonic() + ROUND_SECONDS
+        self._round, self._deadline = {}, time.monotonic() + ROUND_SECONDS
         for topic, schema_id in sorted(self.pending):
-            if time.monotonic() > deadline:
+            if time.monotonic() > self._deadline:
                 break
+            if topic not in mirrored or not self.wire_format(topic):
+                # No longer mirrored: its subject would go to the target under its own name.
+                found.refused[(topic, schema_id)] = f"{topic} is no longer mirrored"
+                continue
             try:
                 found.copied[(topic, schema_id)] = self._copy_id(topic, schema_id, mirrored)
             except SchemaRefused as refusal:
@@ -226,9 +235,9 @@ class SchemaSync:
     def _copy_older(self, subject: str, version: int, mirrored: dict[str, str]) -> None:
         """The subject's versions before `version`, oldest first, so that the target numbers
         them as the source does (a version that cannot be copied is left out)."""
-        versions = _registry_call(
-            "source", partial(self.source.get_versions, subject, deleted=True)
-        )
+        # Live versions only: a version deleted on the source (to pass a compatibility check)
+        # made live on the target would refuse the ones after it.
+        versions = _registry_call("source", partial(self.source.get_versions, subject))
         for older in sorted(int(v) for v in versions if int(v) < version):
             try:
                 self._copy_version(subject, older, mirrored)
@@ -249,9 +258,20 @@ class SchemaSync:
         `expected`: the source id the version must have."""
         if depth > MAX_REFERENCE_DEPTH:
             raise SchemaRefused(f"{subject}'s references go deeper than {MAX_REFERENCE_DEPTH}")
+        if time.monotonic() > self._deadline:
+            raise RegistryUnavailable(f"the round's copies took over {ROUND_SECONDS:.0f}s")
+        done = self._round.get((subject, version, register))
+        if done is not None:
+            return done  # a schema referenced twice (or more: fanned out) is copied once
         source = _registry_call(
             "source", partial(self.source.get_version, subject, version, deleted=True)
         )
+        if expected is not None and source.schema_id != expected:
+            # The client's cache may hold a subject since deleted and made again: ask anew.
+            self.source.clear_caches()  # type: ignore[no-untyped-call]
+            source = _registry_call(
+                "source", partial(self.source.get_version, subject, version, deleted=True)
+            )
         if expected is not None and source.schema_id != expected:
             raise SchemaRefused(
                 f"the source registry holds schema id {source.schema_id} as {subject} version "
@@ -282,13 +302,15 @@ class SchemaSync:
         try:
             if register:
                 _registry_call("target", lambda: self.target.register_schema(name, schema))
-            return _registry_call("target", lambda: self.target.lookup_schema(name, schema))
+            registered = _registry_call("target", lambda: self.target.lookup_schema(name, schema))
         except SchemaRegistryError as error:
             raise SchemaRefused(
                 f"the target's registry {'refused' if register else 'has not'} {subject} "
                 f"version {version} as {name}: {error.error_message} "
                 f"(HTTP {error.http_status_code})"
             ) from None
+        self._round[(subject, version, register)] = registered
+        return registered
 
     def _synced(self, subject: str, mirrored: dict[str, str]) -> bool:
         """A subject of a mirrored wire-format topic (TopicNameStrategy), or one listed."""
@@ -297,41 +319,71 @@ class SchemaSync:
             return True
         return self.subjects is not None and self.subjects.matches(subject)
 
-    def equivalents(self, mirrored: dict[str, str]) -> dict[str, dict[int, int]]:
-        """Per mirrored wire-format topic, each source id its records may carry (every
-        version of its subjects) → the id the target has for the same schema under the same
-        subject, where it has one, ranked as the workers rank them: what the audit expects the
-        copies to carry. Registers nothing."""
-        subjects = [str(s) for s in _registry_call("source", self.source.get_subjects)]
-        found: dict[str, dict[int, int]] = {}
-        pairs: dict[str, list[tuple[int, int]]] = {}  # subject → (source id, target id)
-        for topic in sorted(t for t in mirrored if self.wire_format(t)):
-            rank = self._candidates(topic)
-            ids = found.setdefault(topic, {})
-            for _, subject in sorted((r, s) for s in subjects if (r := rank(s)) is not None):
-                if subject not in pairs:
-                    pairs[subject] = self._equivalent_versions(subject, mirrored)
-                for source_id, target_id in pairs[subject]:
-                    ids.setdefault(source_id, target_id)
+    def equivalents(self, mirrored: dict[str, str]) -> Equivalents:
+        """Each source id the records of the mirrored wire-format topics may carry (every
+        version of their subjects, deleted ones too) → the id the target has for the same
+        schema under the same subject, where it has one, ranked as the workers rank them:
+        what the audit expects the copies to carry. Registers nothing."""
+        subjects = [
+            str(s)
+            for s in _registry_call("source", partial(self.source.get_subjects, deleted=True))
+        ]
+        topics = sorted(t for t in mirrored if self.wire_format(t))
+        found = Equivalents(own={t: {} for t in topics})
+        for subject in sorted(subjects):
+            topic = topic_of(subject, self.keys)
+            listed = self.subjects is not None and self.subjects.matches(subject)
+            if topic not in found.own and not listed:
+                continue
+            pairs = self._equivalent_versions(subject, mirrored)
+            for source_id, target_id in pairs:
+                if topic in found.own:  # its topic's own subjects rank first
+                    found.own[topic].setdefault(source_id, target_id)
+                if listed:
+                    found.listed.setdefault(source_id, target_id)
+        if self.keys:  # `t-value` ranks before `t-key`: the values' pairs win
+            for topic in topics:
+                for source_id, target_id in self._own_values(topic, subjects, mirrored).items():
+                    found.own[topic][source_id] = target_id
         return found
 
+    def _own_values(
+        self, topic: str, subjects: list[str], mirrored: dict[str, str]
+    ) -> dict[int, int]:
+        subject = f"{topic}-value"
+        if subject not in subjects:
+            return {}
+        return dict(reversed(self._equivalent_versions(subject, mirrored)))
+
     def _equivalent_versions(self, subject: str, mirrored: dict[str, str]) -> list[tuple[int, int]]:
+        """(source id, target id) of each version of the subject, oldest first."""
         versions = _registry_call(
             "source", partial(self.source.get_versions, subject, deleted=True)
         )
         pairs = []
         for version in sorted(int(v) for v in versions):
             try:
-                target = self._copy_version(subject, version, mirrored, register=False)
                 source = _registry_call(
                     "source", partial(self.source.get_version, subject, version, deleted=True)
                 )
+                target = self._copy_version(subject, version, mirrored, register=False)
             except SchemaRefused:
                 continue  # not on the target: copies naming it cannot match
+            except SchemaRegistryError:
+                continue  # gone from the source since it was listed
             pairs.append(
                 (_schema_id(source.schema_id, "source"), _schema_id(target.schema_id, "target"))
             )
         return pairs
+
+
+@dataclass
+class Equivalents:
+    """The audit's view of the ids: per wire-format topic, those of its own subjects; then,
+    for every such topic, those of the subjects listed."""
+
+    own: dict[str, dict[int, int]]
+    listed: dict[int, int] = field(default_factory=dict)
 
 
 def topic_of(subject: str, keys: bool) -> str | None:
