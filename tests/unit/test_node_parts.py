@@ -3,6 +3,11 @@ compared before and after a node (kafka_mirror_dev/images.py, kafka_mirror_dev/h
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from kafka_mirror_dev import images
 from kafka_mirror_dev.builds import REPO_ROOT
 from kafka_mirror_dev.hoststate import comparable_rules
 from kafka_mirror_dev.images import context_files
@@ -40,3 +45,41 @@ COMMIT
     assert comparable_rules(before) != ""
     assert comparable_rules(":FORWARD DROP [0:0]\n") != ""
     assert comparable_rules(":KUBE-SERVICES - [0:0]\n") != ""
+
+
+def _flaky_build(tmp_path: Path, failures: int, message: str) -> list[str]:
+    """A build command that fails `failures` times with `message`, then succeeds."""
+    count = tmp_path / "count"
+    script = tmp_path / "build.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n"
+        f'if [ "$n" -lt {failures} ]; then echo "STEP 3/9: RUN apt-get …"; '
+        f'echo "{message}"; exit 1; fi\necho built\n'
+    )
+    script.chmod(0o755)
+    return [str(script)]
+
+
+def test_a_build_refused_its_memfd_seal_is_made_again(tmp_path: Path) -> None:
+    """The first `make demo`'s failure (issue 65): buildah's re-exec could not seal its memfd
+    copy of itself; the build is made again, and says so."""
+    message = f"Close_Fd {images.REEXEC_SEAL_FAILURE}"
+    command = _flaky_build(tmp_path, 2, message)
+    images._run_again_on_seal_failure(command, tmp_path / "build.log", "the operator image")
+    assert (tmp_path / "count").read_text().strip() == "3"
+    assert "built" in (tmp_path / "build.log").read_text()
+
+
+def test_any_other_build_failure_is_not_retried(tmp_path: Path) -> None:
+    command = _flaky_build(tmp_path, 1, "E: Unable to locate package gcc")
+    with pytest.raises(RuntimeError, match="Unable to locate package"):
+        images._run_again_on_seal_failure(command, tmp_path / "build.log", "the operator image")
+    assert (tmp_path / "count").read_text().strip() == "1"
+
+
+def test_a_seal_failure_every_time_ends_the_build(tmp_path: Path) -> None:
+    command = _flaky_build(tmp_path, 9, f"Close_Fd {images.REEXEC_SEAL_FAILURE}")
+    with pytest.raises(RuntimeError, match="sealing memfd copy"):
+        images._run_again_on_seal_failure(command, tmp_path / "build.log", "the operator image")
+    assert (tmp_path / "count").read_text().strip() == str(images.BUILD_ATTEMPTS)

@@ -89,6 +89,32 @@ def _buildah(*args: str, log: Path | None = None) -> str:
     return _run(_buildah_command(*args), log).strip()
 
 
+# buildah runs each RUN step by re-executing itself (containers/storage's pkg/unshare): it copies
+# its own binary into a memfd and seals it, and the kernel refuses the write seal (EBUSY) while
+# any page of the copy is still referenced beyond its mapping (seen once in a first build, a
+# newcomer's `make demo`: the pages just written, still held by the kernel). Not ours to fix;
+# the build is made again, from buildah's cache of the steps done.
+REEXEC_SEAL_FAILURE = "sealing memfd copy: Device or resource busy"
+BUILD_ATTEMPTS = 3
+
+
+def _run_again_on_seal_failure(command: list[str], log: Path, what: str) -> None:
+    """`_run(command, log)`, made again (up to BUILD_ATTEMPTS) where buildah's re-exec could
+    not seal its copy of itself, saying so; any other failure at once."""
+    for attempt in range(1, BUILD_ATTEMPTS + 1):
+        try:
+            _run(command, log)
+            return
+        except RuntimeError:
+            if attempt == BUILD_ATTEMPTS or REEXEC_SEAL_FAILURE not in log.read_text():
+                raise
+            progress(
+                f"building {what} again (attempt {attempt + 1} of {BUILD_ATTEMPTS}): buildah "
+                f"could not seal its memfd copy of itself ({REEXEC_SEAL_FAILURE}), a "
+                "passing kernel refusal"
+            )
+
+
 def _has(image: str) -> bool:
     inspect = _buildah_command("inspect", "--type=image", image)
     return subprocess.run(inspect, capture_output=True).returncode == 0
@@ -203,7 +229,7 @@ def context_files() -> list[Path]:
 
 def _build_target(target: str, image: str, bases: dict[str, str]) -> None:
     """One target of the Dockerfile, tagged `image`; older builds of its repository removed."""
-    _buildah(
+    bud = _buildah_command(
         "bud",
         # RUN steps as chroot processes on the host's network: no runc, cgroups or network
         # namespace of buildah's own, and the package registries as the host reaches them.
@@ -214,8 +240,8 @@ def _build_target(target: str, image: str, bases: dict[str, str]) -> None:
         f"--tag={image}",
         f"--file={REPO_ROOT / 'Dockerfile'}",
         str(REPO_ROOT),
-        log=_log(f"project-{target}"),
     )
+    _run_again_on_seal_failure(bud, _log(f"project-{target}"), f"the {target} image")
     # buildah leaves the containers of the stages it copied from (still mounted).
     _buildah("rm", "--all")
     repository = image.rsplit(":", 1)[0]
