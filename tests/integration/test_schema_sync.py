@@ -16,7 +16,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -374,3 +376,63 @@ def test_the_audits_rewrite_is_the_workers(spark: SparkSession) -> None:
 
 def framed(schema: int, payload: bytes) -> bytes:
     return b"\0" + schema.to_bytes(4, "big") + payload
+
+
+def order_type() -> Any:
+    """A Protobuf message class, as an application's generated code would give it."""
+    label, kinds = descriptor_pb2.FieldDescriptorProto, descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="shop/order.proto", package="shop")
+    file.syntax = "proto3"
+    order = file.message_type.add(name="Order")
+    for number, (name, kind) in enumerate(
+        [("id", kinds.TYPE_INT64), ("item", kinds.TYPE_STRING), ("cents", kinds.TYPE_INT64)], 1
+    ):
+        order.field.add(name=name, number=number, type=kind, label=label.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_records_follow_with_their_schema(
+    kafka_a: LocalKafka,
+    kafka_b: LocalKafka,
+    start_worker: StartWorker,
+    start_registry: StartRegistry,
+) -> None:
+    """confluent-kafka's ProtobufSerializer on A (its wire format: the id, then the message
+    indexes), ProtobufDeserializer on B with B's registry, which holds other schemas under
+    the ids A's records carry."""
+    registry_a, registry_b = start_registry("A"), start_registry("B")
+    occupy(registry_b, 2)
+    order = order_type()
+    topic = unique("orders-")
+    create_topics(kafka_a.bootstrap_servers, [topic], partitions=1)
+    serializer = ProtobufSerializer(
+        order, SchemaRegistryClient({"url": registry_a.url}), {"use.deprecated.format": False}
+    )
+    context = SerializationContext(topic, MessageField.VALUE)
+    sent = [order(id=n, item=f"item {n}", cents=n * 250) for n in range(40)]
+    producer = Producer({"bootstrap.servers": kafka_a.bootstrap_servers})
+    for message in sent:
+        producer.produce(topic, value=serializer(message, context), partition=0)
+    assert producer.flush(30) == 0
+    config = worker_config(
+        kafka_a, kafka_b, [topic], schemaRegistry=registry_config(registry_a, registry_b.url)
+    )
+    start_worker(config)
+    remote = f"{topic}.A"
+    wait_for(lambda: end_offsets(kafka_b.bootstrap_servers, remote).get(0) == 40, 90, "copies")
+
+    deserializer = ProtobufDeserializer(
+        order,
+        {"use.deprecated.format": False},
+        SchemaRegistryClient({"url": registry_b.url}),
+    )
+    on_b = SerializationContext(remote, MessageField.VALUE)
+    copies = read_partition(kafka_b, remote, 0, 0)
+    assert [deserializer(c.value, on_b) for c in copies] == sent
+    client_b = SchemaRegistryClient({"url": registry_b.url})
+    ids = {schema_id(c.value or b"") for c in copies}
+    assert ids == {3}, ids  # B's own 1 and 2 are the other application's
+    assert client_b.get_schema(3).schema_type == "PROTOBUF"
+    assert client_b.get_versions(f"{remote}-value") == [1]
