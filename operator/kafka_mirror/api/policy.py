@@ -168,17 +168,11 @@ def not_allowed(
                     "allowed.plainWithoutTls",
                 )
             )
-        for entry in cluster.bootstrap_servers.split(","):
-            if not bootstrap_allowed(entry, allowed):
-                refused.append(
-                    NotAllowed(
-                        f"spec.{role}.bootstrapServers",
-                        entry,
-                        ", ".join(allowed.bootstrap_hosts),
-                        "--allowed-bootstrap-host",
-                        "allowed.bootstrapHosts",
-                    )
-                )
+        refused += [
+            _host_refused(f"spec.{role}.bootstrapServers", entry, allowed)
+            for entry in cluster.bootstrap_servers.split(",")
+            if not bootstrap_allowed(entry, allowed)
+        ]
     registry = spec.schema_registry
     for role, endpoint in (
         (("source", registry.source), ("target", registry.target)) if registry else ()
@@ -195,16 +189,19 @@ def not_allowed(
                 )
             )
         if not bootstrap_allowed(endpoint.address, allowed):
-            refused.append(
-                NotAllowed(
-                    f"spec.schemaRegistry.{role}.url",
-                    endpoint.url,
-                    ", ".join(allowed.bootstrap_hosts),
-                    "--allowed-bootstrap-host",
-                    "allowed.bootstrapHosts",
-                )
-            )
+            refused.append(_host_refused(f"spec.schemaRegistry.{role}.url", endpoint.url, allowed))
     return refused + _pod_placement(spec, allowed)
+
+
+def _host_refused(field: str, value: str, allowed: AllowLists) -> NotAllowed:
+    """A host the credentials would go to, off the installer's list."""
+    return NotAllowed(
+        field,
+        value,
+        ", ".join(allowed.bootstrap_hosts),
+        "--allowed-bootstrap-host",
+        "allowed.bootstrapHosts",
+    )
 
 
 def _pod_placement(spec: KafkaMirrorSpec, allowed: AllowLists) -> list[NotAllowed]:

@@ -330,30 +330,18 @@ class SchemaSync:
         ]
         topics = sorted(t for t in mirrored if self.wire_format(t))
         found = Equivalents(own={t: {} for t in topics})
-        for subject in sorted(subjects):
+        # `t-value` before `t-key` (the workers' rank), then by name; first pair wins.
+        for subject in sorted(subjects, key=lambda s: (s.endswith("-key"), s)):
             topic = topic_of(subject, self.keys)
             listed = self.subjects is not None and self.subjects.matches(subject)
             if topic not in found.own and not listed:
                 continue
-            pairs = self._equivalent_versions(subject, mirrored)
-            for source_id, target_id in pairs:
+            for source_id, target_id in self._equivalent_versions(subject, mirrored):
                 if topic in found.own:  # its topic's own subjects rank first
                     found.own[topic].setdefault(source_id, target_id)
                 if listed:
                     found.listed.setdefault(source_id, target_id)
-        if self.keys:  # `t-value` ranks before `t-key`: the values' pairs win
-            for topic in topics:
-                for source_id, target_id in self._own_values(topic, subjects, mirrored).items():
-                    found.own[topic][source_id] = target_id
         return found
-
-    def _own_values(
-        self, topic: str, subjects: list[str], mirrored: dict[str, str]
-    ) -> dict[int, int]:
-        subject = f"{topic}-value"
-        if subject not in subjects:
-            return {}
-        return dict(reversed(self._equivalent_versions(subject, mirrored)))
 
     def _equivalent_versions(self, subject: str, mirrored: dict[str, str]) -> list[tuple[int, int]]:
         """(source id, target id) of each version of the subject, oldest first."""
