@@ -17,6 +17,7 @@ from kafka_mirror.controller.operation_kafka import OpenTransactions
 from kafka_mirror.controller.operations import Access
 from kafka_mirror.controller.resume import Forward, Mirrors
 from kafka_mirror.controller.rpo import rpo_of
+from kafka_mirror.kafka.acl_grants import AclsRefused, Grant
 from kafka_mirror.kafka.client import Position
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.kafka.groups import CheckpointKey, Committed
@@ -73,6 +74,8 @@ class FakeCluster:
         self.checkpoints: dict[CheckpointKey, Checkpoint] = {}
         self.commits: list[tuple[str, dict[Position, int]]] = []
         self.open_transactions: dict[Position, OpenTransactions] = {}
+        self.acls: set[Grant] | None = set()  # None: no authorizer
+        self.grant_records: dict[str, set[Grant]] = {}  # owner → what it holds
         self.down = False
         self.failing: set[int] = set()
         self._calls = 0
@@ -117,6 +120,25 @@ class FakeCluster:
     def in_open_transactions(self, topics: list[str]) -> dict[Position, OpenTransactions]:
         self._answer()
         return {key: o for key, o in self.open_transactions.items() if key[0] in topics}
+
+    def recorded_grants(self, owner: str) -> set[Grant]:
+        self._answer()
+        return set(self.grant_records.get(owner, set()))
+
+    def grant(self, owner: str, grants: set[Grant]) -> None:
+        self._answer()
+        if self.acls is None:
+            raise AclsRefused("target", "the target has no authorizer")
+        create = grants - self.acls
+        self.grant_records.setdefault(owner, set()).update(create)
+        self.acls |= create
+
+    def revoke(self, owner: str) -> set[Grant]:
+        self._answer()
+        ours = self.grant_records.pop(owner, set())
+        if self.acls is not None:
+            self.acls -= ours
+        return ours
 
 
 @dataclass

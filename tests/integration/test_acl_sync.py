@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kafka_mirror.worker.acl_sync import ACL_GRANTS_TOPIC, Grant
+from kafka_mirror.kafka.acl_grants import ACL_GRANTS_TOPIC, Grant
 from kafka_mirror_dev.kafka import LocalKafka
 from tests.helpers.kafka import admin_for, create_topics, produce, records, unique
 from tests.helpers.worker import StartWorker, commit_group, wait_for, worker_config

@@ -10,12 +10,12 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafka_mirror.kafka.acl_grants import PRODUCERS, Grant, copies, parse_record, producers_of
 from kafka_mirror.worker.acl_sync import (
     READING,
-    Grant,
     SourceBinding,
-    parse_record,
     plan_sync,
+    producer_grants,
     remote_grants,
 )
 
@@ -37,11 +37,17 @@ bindings = st.builds(
 mirrored_topics = st.sets(st.sampled_from(TOPICS)).map(lambda ts: {t: f"{t}.A" for t in ts})
 
 
-def allows(source: list[SourceBinding], principal: str, operation: str, topic: str) -> bool:
-    """Kafka's rule for ALLOW bindings alone: the operation itself or ALL, on a binding that
-    covers the topic (literal, `*`, or a prefix)."""
+def allows(
+    source: list[SourceBinding],
+    principal: str,
+    operation: str,
+    topic: str,
+    permission: str = "ALLOW",
+) -> bool:
+    """Kafka's rule for ALLOW bindings alone (or DENY ones alone): the operation itself or ALL,
+    on a binding that covers the topic (literal, `*`, or a prefix)."""
     return any(
-        b.permission == "ALLOW"
+        b.permission == permission
         and b.principal == principal
         and b.operation in (operation, "ALL")
         and b.covers(topic)
@@ -81,6 +87,32 @@ def test_every_reading_right_and_every_deny_of_one_arrives(
                     Grant("TOPIC", mirrored[topic], binding.principal, "*", operation, "DENY")
                     in grants
                 )
+
+
+@given(st.lists(bindings, max_size=12), mirrored_topics)
+def test_the_producers_listed_get_on_the_local_topics_exactly_the_write_they_had(
+    source: list[SourceBinding], mirrored: dict[str, str]
+) -> None:
+    """What a failover grants on the target's `t`: each principal's WRITE (and WRITE's DENYs)
+    the source gave on `t`, nothing else, no other topic."""
+    grants = producer_grants(source, mirrored, {})
+    assert all(g.name in mirrored and g.operation == "WRITE" for g in grants)
+    for topic in mirrored:
+        for principal in PRINCIPALS:
+            allow = Grant("TOPIC", topic, principal, "*", "WRITE", "ALLOW")
+            deny = Grant("TOPIC", topic, principal, "*", "WRITE", "DENY")
+            assert (allow in grants) == allows(source, principal, "WRITE", topic)
+            assert (deny in grants) == allows(source, principal, "WRITE", topic, "DENY")
+
+
+def test_the_lists_of_producers_are_no_copies_of_bindings() -> None:
+    """A binding listed as a producer's on the other side of a pair is no copy made there: the
+    source's own WRITE stays the source's (and is listed again by the sync the other way)."""
+    write = Grant("TOPIC", "t", "User:p", "*", "WRITE", "ALLOW")
+    read = Grant("TOPIC", "t.B", "User:c", "*", "READ", "ALLOW")
+    held = {(producers_of("ns/b-to-a"), write): True, ("ns/b-to-a", read): True}
+    assert copies(held) == {read}
+    assert producers_of("ns/m").endswith(PRODUCERS)
 
 
 def test_principals_are_renamed_for_the_target() -> None:

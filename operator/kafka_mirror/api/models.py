@@ -196,6 +196,14 @@ class AclSync(ApiModel):
         default_factory=list,
         description="Principals renamed on the target, for clusters whose identities differ.",
     )
+    move_producers: bool = Field(
+        default=False,
+        description="A Promote or Failover grants on the target's local topic `t` the WRITE "
+        "(and its DENYs) each principal had on the mirrored `t` on the source, as the last "
+        "sync round listed them (the runbook's producers move there); once the reverse "
+        "mirror's Return starts this mirror again, those grants go. Only the bindings the "
+        "operation made are removed; the operation's status lists them.",
+    )
 
     def renamed(self) -> dict[str, str]:
         return {mapping.source: mapping.target for mapping in self.principals}

@@ -115,6 +115,29 @@ class CatchUpProgress(StatusModel):
     )
 
 
+class ProducerGrant(StatusModel):
+    """A WRITE binding (or its DENY) on the target's local topic, for a producer's principal."""
+
+    topic: str
+    principal: str
+    host: str = "*"
+    permission: str = "ALLOW"
+
+
+class MovedProducers(StatusModel):
+    """Promote and Failover with `aclSync.moveProducers`: the WRITE the operation granted on the
+    target, as the last sync round listed the source's (docs/runbook-dr.md)."""
+
+    count: int = 0
+    grants: list[ProducerGrant] = Field(default_factory=list)
+    message: str = ""
+    returned_at: datetime | None = Field(
+        default=None,
+        description="When the grants were removed again, once the reverse mirror's Return had "
+        "started this mirror again (the producers write the source again).",
+    )
+
+
 class OperationStatus(StatusModel):
     """What the operator did for `spec.operation`, step by step."""
 
@@ -136,6 +159,7 @@ class OperationStatus(StatusModel):
     committed_count: int = 0
     skipped_groups: list[str] = Field(default_factory=list)
     resumed_by: ResumedBy | None = None
+    producers: MovedProducers | None = None
     reverse_uid: str | None = Field(
         default=None,
         description="Promote and Failover: the uid of `spec.reverse`, the only mirror whose "

@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Protocol
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.api.operations import Rpo
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.controller.rpo import rpo_on_target
+from kafka_mirror.kafka.acl_grants import Grant, GrantRecords
 from kafka_mirror.kafka.client import ADMIN_TIMEOUT, Position, reader
 from kafka_mirror.kafka.coordinator import GroupCoordinator
 from kafka_mirror.kafka.formats import Checkpoint
@@ -77,18 +78,44 @@ class Cluster(Protocol):
         (an open transaction's, and what was written after it began); none where nothing is."""
         ...
 
+    def recorded_grants(self, owner: str) -> set[Grant]:
+        """The bindings (or the list) `owner` holds here, by its records (kafka/acl_grants.py)."""
+        ...
+
+    def grant(self, owner: str, grants: set[Grant]) -> None:
+        """Create those of `grants` this cluster lacks, recorded as `owner`'s; raises
+        AclsRefused (no authorizer, or no right to change ACLs)."""
+        ...
+
+    def revoke(self, owner: str) -> set[Grant]:
+        """Delete the bindings `owner` holds here: what was deleted. Raises AclsRefused."""
+        ...
+
 
 class ConfluentCluster:
     """A cluster reached from its client settings: one admin client for all calls but those to
     the groups' coordinators, which go through `GroupCoordinator`."""
 
-    def __init__(self, settings: dict[str, Any]) -> None:
-        self._settings = settings
+    def __init__(self, settings: dict[str, Any], name: str) -> None:
+        self._settings, self.name = settings, name  # name: source or target
         self._groups = GroupCoordinator(settings)
 
     @cached_property
     def _admin(self) -> AdminClient:
         return AdminClient(self._settings)
+
+    @cached_property
+    def _grants(self) -> GrantRecords:
+        return GrantRecords(self._settings, self._admin, Producer(self._settings), self.name)
+
+    def recorded_grants(self, owner: str) -> set[Grant]:
+        return self._grants.read(owner)
+
+    def grant(self, owner: str, grants: set[Grant]) -> None:
+        self._grants.grant(owner, grants)
+
+    def revoke(self, owner: str) -> set[Grant]:
+        return self._grants.revoke(owner)
 
     def group_offsets(self, groups: NameFilter) -> dict[str, dict[Position, int]]:
         listing = self._admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result(

@@ -327,8 +327,12 @@ def observe_mirror(
         status.autoscaling = previous.autoscaling
     if requested.operation is not None or previous.operation is not None:
         access = operations.Access(
-            None if source_problem else ConfluentCluster(inputs.cluster_settings("source")),
-            None if target_problem else ConfluentCluster(inputs.cluster_settings("target")),
+            None
+            if source_problem
+            else ConfluentCluster(inputs.cluster_settings("source"), "source"),
+            None
+            if target_problem
+            else ConfluentCluster(inputs.cluster_settings("target"), "target"),
             KubeMirrors(api, namespace),
             terminating_workers=deployment.terminating,
             uid=inputs.body["metadata"]["uid"],

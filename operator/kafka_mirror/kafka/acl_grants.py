@@ -1,0 +1,267 @@
+"""The ACL bindings mirrors make on a cluster, and the record of them in Kafka: what the workers'
+ACL sync (worker/acl_sync.py) and an operation moving the producers' rights
+(controller/producers.py) both create, remember and delete, with one error mapping.
+
+Each cluster's `ACL_GRANTS_TOPIC` (compacted) holds one record per owner and binding, `1` while
+the owner holds it, `0` once it deleted it, so that another worker, the operator, or either
+after a restart knows which bindings are theirs: a binding someone else made is never deleted.
+An owner is a mirror (`ns/name`: the bindings its sync copied), `moved_by(mirror)` (the WRITE an
+operation granted its producers) or `producers_of(mirror)`, which is a list and no binding: the
+WRITE bindings the source gives on the mirrored topics, as they would read on the target, kept
+so that a failover knows them once the source is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from kafka_mirror.kafka.admin import ensure_internal_topic
+from kafka_mirror.kafka.client import ADMIN_TIMEOUT
+from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
+
+ACL_GRANTS_TOPIC = "kafka-mirror-acls.internal"  # `.internal`: MirrorMaker 2's tools skip it
+ANY: Any = None  # a filter's "any value" (the client's stubs say str)
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """One literal binding of a topic or group, as plain values."""
+
+    resource: str  # TOPIC or GROUP
+    name: str
+    principal: str
+    host: str
+    operation: str  # an AclOperation name
+    permission: str  # ALLOW or DENY
+
+
+PRODUCERS = "#producers"
+
+
+def producers_of(mirror: str) -> str:
+    """The owner under which a mirror's sync lists its producers' WRITE (no binding)."""
+    return mirror + PRODUCERS
+
+
+def moved_by(mirror: str) -> str:
+    """The owner of the WRITE an operation of the mirror granted its producers."""
+    return f"{mirror}#moved"
+
+
+class AclsRefused(Exception):
+    """A cluster (`source` or `target`) will not have its ACLs read or changed, or its grants
+    recorded: the message says what to grant."""
+
+    def __init__(self, cluster: str, message: str) -> None:
+        super().__init__(message)
+        self.cluster = cluster
+
+
+def _no_authorizer(cluster: str) -> AclsRefused:
+    return AclsRefused(
+        cluster, f"the {cluster} has no authorizer: its topics are open to every principal"
+    )
+
+
+def name_of(value: object) -> str:
+    return str(getattr(value, "name", value))  # the client's enums (typed loosely)
+
+
+def values_of(binding: AclBinding) -> tuple[str, str, str, str, str, str]:
+    """resource, name, principal, host, operation, permission."""
+    return (
+        name_of(binding.restype),
+        binding.name,
+        binding.principal,
+        binding.host,
+        name_of(binding.operation),
+        name_of(binding.permission_type),
+    )
+
+
+def describe(
+    admin: AdminClient, cluster: str, pattern: ResourcePatternType, right: str
+) -> list[AclBinding] | None:
+    """The cluster's bindings of `pattern`; None when it has no authorizer (no ACL to copy, none
+    needed). Raises AclsRefused naming `right` when it refuses."""
+    acl_filter = AclBindingFilter(
+        ResourceType.ANY, ANY, pattern, ANY, ANY, AclOperation.ANY, AclPermissionType.ANY
+    )
+    try:
+        found: list[AclBinding] = admin.describe_acls(
+            acl_filter, request_timeout=ADMIN_TIMEOUT
+        ).result()
+    except KafkaException as error:
+        code = error.args[0].code()
+        if code == KafkaError.SECURITY_DISABLED:
+            return None
+        if code != KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            raise
+        raise AclsRefused(
+            cluster,
+            f"the {cluster} refuses to describe its ACLs: grant the mirror's principal "
+            f"{right} on the Cluster resource there",
+        ) from error
+    return found
+
+
+def literal_grants(admin: AdminClient, cluster: str) -> set[Grant] | None:
+    """The cluster's literal bindings of topics and groups; None without an authorizer."""
+    found = describe(admin, cluster, ResourcePatternType.LITERAL, "DESCRIBE and ALTER")
+    if found is None:
+        return None
+    return {Grant(*values_of(b)) for b in found if name_of(b.restype) in ("TOPIC", "GROUP")}
+
+
+def change(admin: AdminClient, cluster: str, create: set[Grant], delete: set[Grant]) -> None:
+    """Create and delete bindings: DENYs made first and deleted last, so that no ALLOW stands
+    without them. Raises AclsRefused when the cluster has no authorizer or refuses."""
+    try:
+        for permission in ("DENY", "ALLOW"):
+            made = [AclBinding(*_fields(g)) for g in sorted(create) if g.permission == permission]
+            if made:
+                _wait(admin.create_acls(made))
+        for permission in ("ALLOW", "DENY"):
+            gone = [
+                AclBindingFilter(*_fields(g)) for g in sorted(delete) if g.permission == permission
+            ]
+            if gone:
+                _wait(admin.delete_acls(gone))
+    except KafkaException as error:
+        code = error.args[0].code()
+        if code == KafkaError.SECURITY_DISABLED:
+            raise _no_authorizer(cluster) from error
+        if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            raise AclsRefused(
+                cluster,
+                f"the {cluster} refuses to change its ACLs: grant the mirror's principal ALTER "
+                "on the Cluster resource there",
+            ) from error
+        raise
+
+
+def _fields(grant: Grant) -> tuple[Any, ...]:
+    return (
+        ResourceType[grant.resource],
+        grant.name,
+        ResourcePatternType.LITERAL,
+        grant.principal,
+        grant.host,
+        AclOperation[grant.operation],
+        AclPermissionType[grant.permission],
+    )
+
+
+def _wait(futures: dict[Any, Future[Any]]) -> None:
+    for future in futures.values():
+        future.result(ADMIN_TIMEOUT)
+
+
+def parse_record(key: bytes) -> tuple[str, Grant] | None:
+    """A record's key as (owner, binding); None for what is not a record of ours (another
+    version's, or anything anyone wrote there)."""
+    try:
+        owner, fields = json.loads(key)
+        if "topic" in fields:  # written before group bindings were synced
+            fields = {"resource": "TOPIC", "name": fields.pop("topic"), **fields}
+        grant = Grant(**fields)
+        ResourceType[grant.resource], AclOperation[grant.operation]
+        AclPermissionType[grant.permission]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if not isinstance(owner, str) or not all(isinstance(v, str) for v in fields.values()):
+        return None
+    return owner, grant
+
+
+def held_grants(settings: dict[str, Any]) -> dict[tuple[str, Grant], bool]:
+    """Each (owner, binding) of a cluster's ACL_GRANTS_TOPIC: whether the owner holds it, by
+    the last record of it. Raises ClusterUnavailable when it cannot be read to its end."""
+    held: dict[tuple[str, Grant], bool] = {}  # in the records' order: the last one holds
+    for key, value in read_to_end(settings, ACL_GRANTS_TOPIC):
+        record = parse_record(key)
+        if record is not None:
+            held[record] = value == b"1"
+    return held
+
+
+def owned_by(held: dict[tuple[str, Grant], bool], owner: str) -> set[Grant]:
+    return {grant for (who, grant), owned in held.items() if owned and who == owner}
+
+
+def copies(held: dict[tuple[str, Grant], bool]) -> set[Grant]:
+    """The bindings any mirror made on the cluster (not the lists of producers, which are none)."""
+    return {
+        grant for (owner, grant), owned in held.items() if owned and not owner.endswith(PRODUCERS)
+    }
+
+
+class GrantRecords:
+    """One cluster's ACL_GRANTS_TOPIC, written through `producer`; `cluster` (source or target)
+    names it in refusals."""
+
+    def __init__(
+        self, settings: dict[str, Any], admin: AdminClient, producer: Producer, cluster: str
+    ) -> None:
+        self.settings, self.admin, self.producer, self.cluster = settings, admin, producer, cluster
+        self.created = False
+
+    def read(self, owner: str) -> set[Grant]:
+        return owned_by(held_grants(self.settings), owner)
+
+    def record(self, owner: str, grants: set[Grant], owned: bool) -> None:
+        """Raises AclsRefused unless every record was acknowledged."""
+        if not grants:
+            return
+        try:
+            # Made at the first binding: a cluster without ACLs gets no topic. Not written until
+            # it is made, so that no broker's auto-creation makes it uncompacted (records would
+            # expire).
+            if not self.created:
+                if not ensure_internal_topic(self.admin, ACL_GRANTS_TOPIC):
+                    raise OSError(f"{ACL_GRANTS_TOPIC} could not be created")
+                self.created = True
+            value = b"1" if owned else b"0"
+            records = [
+                (json.dumps([owner, asdict(grant)], sort_keys=True).encode(), value)
+                for grant in sorted(grants)
+            ]
+            write_acknowledged(self.producer, ACL_GRANTS_TOPIC, records, ADMIN_TIMEOUT)
+        except OSError as error:
+            raise AclsRefused(
+                self.cluster,
+                f"the bindings cannot be recorded ({error}): grant the mirror's principal "
+                f"Create, Read and Write on {ACL_GRANTS_TOPIC} on the {self.cluster}",
+            ) from error
+
+    def grant(self, owner: str, grants: set[Grant]) -> None:
+        """Create those of `grants` the cluster lacks, each recorded as `owner`'s first (a
+        process killed in between leaves a record of a binding that may not exist, never a
+        binding unrecorded); those it has already stay whoever made them."""
+        present = literal_grants(self.admin, self.cluster)
+        if present is None:
+            raise _no_authorizer(self.cluster)
+        create = grants - present
+        self.record(owner, create, owned=True)
+        change(self.admin, self.cluster, create, set())
+
+    def revoke(self, owner: str) -> set[Grant]:
+        """Delete every binding `owner` holds, then record them gone: what was deleted."""
+        ours = self.read(owner)
+        change(self.admin, self.cluster, set(), ours)
+        self.record(owner, ours, owned=False)
+        return ours
