@@ -45,9 +45,12 @@ def writes(cluster: LocalKafka, user: str, password: str, topic: str) -> str:
     return answers[0] if answers else "not answered in 30 s"
 
 
+def mirror_status(api: client.ApiClient, namespace: str, name: str = "a-to-b") -> dict[str, Any]:
+    return dict(get_custom(api, namespace, "kafkamirrors", name).get("status") or {})
+
+
 def operation(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    found = get_custom(api, namespace, "kafkamirrors", name).get("status") or {}
-    return dict(found.get("operation") or {})
+    return dict(mirror_status(api, namespace, name).get("operation") or {})
 
 
 @pytest.mark.usefixtures("operator")
@@ -83,13 +86,25 @@ def test_a_failover_moves_the_producers_write_to_b_and_the_return_takes_it_back(
     worker = start_worker(config, "worker-producers")
     read_copy = Grant("TOPIC", f"{topic}.A", f"User:{mallory_dr}", "*", "DESCRIBE", "ALLOW")
     wait_for(lambda: read_copy in grants_on(cluster, f"{topic}.A"), 60, "a sync round")
+
+    # The mirror's status counts what the sync holds on B: the copies on t.A, not the binding
+    # made there by hand.
+    a = {"bootstrapServers": cluster.bootstrap_servers}
+    forward = mirror("a-to-b", namespace, a, a, reverse="b-to-a", aclSync=acl_sync)
+    apply(kube_api, selection("orders", namespace, "a-to-b", [re.escape(topic)]))
+    apply(kube_api, forward)
+    copies = grants_on(cluster, f"{topic}.A") - {
+        Grant("TOPIC", f"{topic}.A", "User:ANONYMOUS", "*", "ALL", "ALLOW")
+    }
+    wait_for(
+        lambda: mirror_status(kube_api, namespace).get("aclsSynced") == len(copies) == 4,
+        90,
+        lambda: f"aclsSynced {len(copies)}: {mirror_status(kube_api, namespace)}",
+    )
     worker.stop()
 
-    a = {"bootstrapServers": cluster.bootstrap_servers}
-    failover = {"type": "Failover", "id": "a-lost"}
-    forward = mirror("a-to-b", namespace, a, a, reverse="b-to-a", operation=failover)
-    forward["spec"]["aclSync"] = acl_sync
-    apply(kube_api, selection("orders", namespace, "a-to-b", [re.escape(topic)]))
+    # A is lost: fail over.
+    forward["spec"]["operation"] = {"type": "Failover", "id": "a-lost"}
     apply(kube_api, forward)
     wait_for(
         lambda: operation(kube_api, namespace, "a-to-b").get("phase") == "Completed",

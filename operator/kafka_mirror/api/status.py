@@ -108,6 +108,13 @@ class KafkaMirrorStatus(StatusModel):
     source_last_seen: datetime | None = Field(
         default=None, description="When the source was last read: the figures above are from then."
     )
+    acls_synced: int | None = Field(
+        default=None,
+        description="The topic and group bindings the workers' ACL sync holds on the target "
+        "(`spec.aclSync`, as recorded in kafka-mirror-acls.internal there, read every 30 s); "
+        "unset while it holds none. A sync the clusters refuse shows in the workers' metric "
+        "kafka_mirror_acl_sync_refused and the KafkaMirrorAclSyncRefused alert.",
+    )
     operation: OperationStatus | None = None
     autoscaling: AutoscalingStatus | None = None
 

@@ -40,6 +40,7 @@ from kafka_mirror.controller.status import (
     mirror_events,
     mirror_status,
 )
+from kafka_mirror.kafka.acl_grants import ACL_GRANTS_TOPIC
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.kafka.owners import without_foreign
@@ -282,7 +283,20 @@ def _observe_kafka(
     except ClusterUnavailable as error:
         return Problem(error.reason, str(error)), None, None
     read_at = datetime.now(UTC)
-    return None, None, KafkaState(plan, set(topics["target"]), progress, pending, read_at)
+    acls = _acls_synced(config, readers_by_role["target"], topics["target"])
+    return None, None, KafkaState(plan, set(topics["target"]), progress, pending, read_at, acls)
+
+
+def _acls_synced(config: WorkerConfig, target: ClusterReader, topics: dict[str, int]) -> int | None:
+    """The bindings the mirror's ACL sync holds on the target; None while it holds none (or the
+    record cannot be read this time: the figure is a count to show, no check)."""
+    synced = config.acl_sync.enabled and config.topic_naming.policy != "identity"
+    if not synced or ACL_GRANTS_TOPIC not in topics:
+        return None
+    try:
+        return target.acl_grants_held().get(config.mirror) or None
+    except ClusterUnavailable:
+        return None
 
 
 def observe_mirror(

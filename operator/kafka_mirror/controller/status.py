@@ -59,6 +59,7 @@ class KafkaState:
     # When the pending records were read: their age is taken then, not at the tick's start (a
     # record the source took between the two had an age of 0, in a failover drill's RPO too).
     read_at: datetime
+    acls_synced: int | None = None  # the bindings the workers' ACL sync holds on the target
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,7 @@ def mirror_status(
             :MAX_PARTITION_PROBLEMS
         ]
         status.source_last_seen = now
+        status.acls_synced = kafka.acls_synced
     else:  # Kafka could not be read: keep the last known figures rather than claim zeros
         status.active_topic_count, status.active_topics = (
             previous.active_topic_count,
@@ -258,6 +260,7 @@ def mirror_status(
         status.skipped_topics = previous.skipped_topics
         status.partition_problems = previous.partition_problems
         status.source_last_seen = previous.source_last_seen
+        status.acls_synced = previous.acls_synced
 
     before, gen = previous.conditions, obs.generation
     ready, reason, message = _ready(obs, status.active_topic_count)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,6 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kafka_mirror.kafka.acl_grants import held_grants
 from kafka_mirror.kafka.admin import topic_configs, topic_ids
 from kafka_mirror.kafka.batching import BatchedRead
 from kafka_mirror.kafka.client import (
@@ -49,6 +50,8 @@ LATENCY_PROBE_PARTITIONS = 100
 # A transactional id the cluster took is probed again after this (an ACL may be taken back).
 TRANSACTIONS_RECHECK_SECONDS = 600.0
 PROBE_MEMORY = 100_000  # (topic, partition, offset) -> timestamp entries kept, oldest dropped
+# The ACL grants topic, read for every mirror onto this cluster at most this often.
+GRANTS_REREAD_SECONDS = 30.0
 
 T = TypeVar("T")
 
@@ -131,6 +134,8 @@ class ClusterReader:
         self._ranges = BatchedRead[Position, tuple[int, int] | ClusterUnavailable](
             self._read_ranges
         )
+        self._grants_lock = threading.Lock()
+        self._grants: tuple[float, Counter[str]] | None = None  # when read, owner → bindings
 
     def _on_error(self, error: KafkaError) -> None:
         self.last_error = error
@@ -170,6 +175,17 @@ class ClusterReader:
             for name, topic in metadata.topics.items()
             if topic.error is None
         }
+
+    def acl_grants_held(self) -> Counter[str]:
+        """How many bindings each owner (a mirror's ACL sync) holds on this cluster, by its
+        ACL_GRANTS_TOPIC, read at most every GRANTS_REREAD_SECONDS for all the mirrors onto it.
+        Raises ClusterUnavailable."""
+        with self._grants_lock:
+            if self._grants is None or time.monotonic() - self._grants[0] > GRANTS_REREAD_SECONDS:
+                held = held_grants(self._settings)
+                counts = Counter(owner for (owner, _), owned in held.items() if owned)
+                self._grants = (time.monotonic(), counts)
+            return self._grants[1]
 
     def transactions_refusal(self, transactional_id: str) -> ClusterUnavailable | None:
         """Why this cluster cannot take an exactly-once mirror's transactions, or None. A probe
