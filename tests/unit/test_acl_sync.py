@@ -6,11 +6,21 @@ exactly what someone else made plus what is desired now."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_mirror.kafka.acl_grants import PRODUCERS, Grant, copies, parse_record, producers_of
+from kafka_mirror.kafka.acl_grants import (
+    CALL_BATCH,
+    PRODUCERS,
+    Grant,
+    change,
+    copies,
+    parse_record,
+    producers_of,
+)
 from kafka_mirror.worker.acl_sync import (
     READING,
     SourceBinding,
@@ -257,3 +267,43 @@ def test_a_record_of_the_previous_version_is_read_as_a_topic_binding() -> None:
     fields = {"host": "*", "operation": "READ", "permission": "ALLOW", "principal": "User:a"}
     key = json.dumps(["ns/m", {**fields, "topic": "t.A"}]).encode()
     assert parse_record(key) == ("ns/m", Grant("TOPIC", "t.A", "User:a", "*", "READ", "ALLOW"))
+
+
+class CountingAdmin:
+    """An admin client in memory that records the size of each create and delete call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def create_acls(self, bindings: list[object]) -> dict[object, Future[None]]:
+        self.calls.append(("create", len(bindings)))
+        return {i: done() for i in range(len(bindings))}
+
+    def delete_acls(self, filters: list[object]) -> dict[object, Future[list[object]]]:
+        self.calls.append(("delete", len(filters)))
+        return {i: done() for i in range(len(filters))}
+
+
+def done() -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(None)
+    return future
+
+
+def test_a_large_change_goes_in_calls_kraft_takes_denys_first_and_last() -> None:
+    """KRaft's controller refuses one request over 10,000 records: a first sync of a large
+    source goes in calls of CALL_BATCH, DENYs made before ALLOWs and deleted after them."""
+    allow = {Grant("TOPIC", f"t{i}.A", "User:a", "*", "READ", "ALLOW") for i in range(2500)}
+    deny = {Grant("TOPIC", f"t{i}.A", "User:e", "*", "READ", "DENY") for i in range(1200)}
+    admin = CountingAdmin()
+    change(admin, "target", allow | deny, allow | deny)  # type: ignore[arg-type]
+    assert admin.calls == [
+        ("create", CALL_BATCH),
+        ("create", 200),
+        *[("create", CALL_BATCH)] * 2,
+        ("create", 500),
+        *[("delete", CALL_BATCH)] * 2,
+        ("delete", 500),
+        ("delete", CALL_BATCH),
+        ("delete", 200),
+    ]

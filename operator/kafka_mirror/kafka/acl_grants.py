@@ -35,6 +35,10 @@ from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
 
 ACL_GRANTS_TOPIC = "kafka-mirror-acls.internal"  # `.internal`: MirrorMaker 2's tools skip it
 ANY: Any = None  # a filter's "any value" (the client's stubs say str)
+# Bindings per create or delete call: KRaft's controller refuses a request that would write
+# over 10,000 records ("excessively large batch operation"), which a first sync of a large
+# source reaches, every round again.
+CALL_BATCH = 1000
 
 
 @dataclass(frozen=True, order=True)
@@ -133,14 +137,14 @@ def change(admin: AdminClient, cluster: str, create: set[Grant], delete: set[Gra
     try:
         for permission in ("DENY", "ALLOW"):
             made = [AclBinding(*_fields(g)) for g in sorted(create) if g.permission == permission]
-            if made:
-                _wait(admin.create_acls(made))
+            for first in range(0, len(made), CALL_BATCH):
+                _wait(admin.create_acls(made[first : first + CALL_BATCH]))
         for permission in ("ALLOW", "DENY"):
             gone = [
                 AclBindingFilter(*_fields(g)) for g in sorted(delete) if g.permission == permission
             ]
-            if gone:
-                _wait(admin.delete_acls(gone))
+            for first in range(0, len(gone), CALL_BATCH):
+                _wait(admin.delete_acls(gone[first : first + CALL_BATCH]))
     except KafkaException as error:
         code = error.args[0].code()
         if code == KafkaError.SECURITY_DISABLED:

@@ -76,6 +76,13 @@ class SourceBinding:
             return name.startswith(self.name)
         return self.name in ("*", name)
 
+    def covered(self, names: dict[str, str]) -> list[tuple[str, str]]:
+        """The (name, its name on the target) of `names` the binding covers: a literal
+        binding's one looked up, others matched against every name."""
+        if self.pattern == "LITERAL" and self.name != "*":
+            return [(self.name, names[self.name])] if self.name in names else []
+        return [(name, remote) for name, remote in names.items() if self.covers(name)]
+
 
 def copied_operations(resource: str, operation: str, permission: str) -> tuple[str, ...]:
     """The operations a binding grants (or denies) on the remote topic or group."""
@@ -101,12 +108,11 @@ def remote_grants(
         operations = copied_operations(binding.resource, binding.operation, binding.permission)
         if binding.resource == "GROUP" and binding.name == "*" and binding.permission == "ALLOW":
             continue  # every group on A is no grant of B's own groups of the same names
-        for name, remote in names.get(binding.resource, {}).items():
-            if binding.covers(name):
-                grants.update(
-                    Grant(binding.resource, remote, principal, binding.host, op, binding.permission)
-                    for op in operations
-                )
+        for _, remote in binding.covered(names.get(binding.resource, {})):
+            grants.update(
+                Grant(binding.resource, remote, principal, binding.host, op, binding.permission)
+                for op in operations
+            )
     return grants
 
 
@@ -117,6 +123,7 @@ def producer_grants(
     as literal bindings of the topic of the same name (the producers' local topic on the
     target after a failover)."""
     writing = [b for b in bindings if b.resource == "TOPIC" and b.operation in ("WRITE", "ALL")]
+    names = {topic: topic for topic in topics}
     return {
         Grant(
             "TOPIC",
@@ -127,8 +134,7 @@ def producer_grants(
             b.permission,
         )
         for b in writing
-        for topic in topics
-        if b.covers(topic)
+        for topic, _ in b.covered(names)
     }
 
 
