@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from kafka_mirror.api.models import KafkaMirrorSpec, SelectionRef
 from kafka_mirror.api.status import MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
-from kafka_mirror.controller.status import Problem, selection_status
+from kafka_mirror.controller.selections import selection_status
+from kafka_mirror.controller.status import Problem
 from kafka_mirror.render import build_worker_config, fitting_selections
 from kafka_mirror.topics import NameFilter
 from tests.helpers.operations import spec as mirror_spec

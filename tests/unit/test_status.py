@@ -16,6 +16,7 @@ from kafka_mirror.api.status import (
     SkippedTopic,
 )
 from kafka_mirror.controller.reconcile import deployment_problem
+from kafka_mirror.controller.selections import selection_status
 from kafka_mirror.controller.status import (
     MAX_SKIPPED,
     MAX_TOPIC_NAMES,
@@ -27,7 +28,6 @@ from kafka_mirror.controller.status import (
     Problem,
     mirror_events,
     mirror_status,
-    selection_status,
     unusable_spec_status,
 )
 from kafka_mirror.kafka.observe import PartitionProgress

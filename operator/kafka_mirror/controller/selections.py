@@ -9,12 +9,13 @@ import kopf
 
 from kafka_mirror.api.status import MirrorTopicSelectionStatus
 from kafka_mirror.api.worker_config import SelectionPatterns
+from kafka_mirror.controller.conditions import condition, progress_conditions
 from kafka_mirror.controller.inputs import selection_mirror, selection_patterns
 from kafka_mirror.controller.readers import Readers
-from kafka_mirror.controller.status import Problem, selection_status
+from kafka_mirror.controller.status import MAX_TOPIC_NAMES, Problem
 from kafka_mirror.patterns import pattern_error
 from kafka_mirror.render import SELECTIONS_BUDGET_BYTES
-from kafka_mirror.topics import NameFilter
+from kafka_mirror.topics import NameFilter, is_internal
 
 
 def invalid_patterns(selection: SelectionPatterns) -> list[str]:
@@ -86,4 +87,71 @@ def observe_selection(
         topics,
         now,
         not_granted,
+    )
+
+
+def selection_status(
+    generation: int,
+    previous: MirrorTopicSelectionStatus,
+    invalid_patterns: list[str],
+    mirror_problem: Problem | None,
+    selection: NameFilter | None,
+    source_topics: list[str] | None,
+    now: datetime,
+    not_granted: Problem | None = None,
+) -> MirrorTopicSelectionStatus:
+    """A selection's status: what it matches now, and whether it can take effect (not when the
+    mirror's selectionPolicy grants it nothing: `not_granted`)."""
+    matched: list[str] = []
+    if selection is not None and source_topics is not None:
+        matched = sorted(t for t in source_topics if not is_internal(t) and selection.matches(t))
+    before = previous.conditions
+    valid_message = (
+        "invalid patterns (the selection is ignored until they compile): "
+        + "; ".join(invalid_patterns)
+        if invalid_patterns
+        else "all patterns compile"
+    )
+    conditions = [
+        condition(
+            before,
+            "PatternsValid",
+            not invalid_patterns,
+            "InvalidPattern" if invalid_patterns else "Valid",
+            valid_message,
+            generation,
+            now,
+        ),
+        condition(
+            before,
+            "MirrorFound",
+            mirror_problem is None,
+            mirror_problem.reason if mirror_problem else "Found",
+            mirror_problem.message if mirror_problem else "the mirror applies this selection",
+            generation,
+            now,
+        ),
+    ]
+    problem = next((c for c in conditions if c.status == "False"), None) or not_granted
+    if problem is not None:
+        ready = condition(before, "Ready", False, problem.reason, problem.message, generation, now)
+    elif source_topics is None:
+        ready = condition(
+            before,
+            "Ready",
+            True,
+            "Applied",
+            "applied to the mirror; the source cluster's topics are not known yet",
+            generation,
+            now,
+        )
+    else:
+        message = f"matches {len(matched)} topics on the source now"
+        ready = condition(before, "Ready", True, "Applied", message, generation, now)
+    return MirrorTopicSelectionStatus(
+        observed_generation=generation,
+        conditions=[ready, *progress_conditions(ready, before, generation, now), *conditions],
+        matched_topic_count=len(matched),
+        matched_topics=matched[:MAX_TOPIC_NAMES],
+        invalid_patterns=invalid_patterns,
     )
