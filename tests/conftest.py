@@ -75,7 +75,7 @@ NEEDS = {
     "kube_node": "node",
     "spark": "spark",
 }
-ONE_WORKER = {"kube_node": "node", "kafka_b3": "b3", "kafka_b_acl": "acl"}
+ONE_WORKER = {"kube_node": "node", "kafka_b3": "b3", "kafka_b_acl": "acl", "kafka_a_acl": "acl"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -213,6 +213,23 @@ def kafka_b_acl(acl_cluster: GroupCluster) -> LocalKafka:
     """A target cluster B (one node) whose brokers check ACLs (KRaft's StandardAuthorizer),
     allowing everything no ACL names: for the tests that deny the mirror a topic."""
     return acl_cluster.get()
+
+
+@pytest.fixture(scope="session")
+def acl_cluster_a(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
+    group = GroupCluster(
+        ONE_WORKER["kafka_a_acl"],
+        lambda: _started(LocalKafka("A", tmp_path_factory.mktemp("kafka-A"), authorizer=True)),
+    )
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def kafka_a_acl(acl_cluster_a: GroupCluster) -> LocalKafka:
+    """A source cluster A whose brokers check ACLs, as kafka_b_acl: for the scenarios whose
+    applications have rights of their own on both sides."""
+    return acl_cluster_a.get()
 
 
 @pytest.fixture

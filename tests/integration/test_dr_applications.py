@@ -1,0 +1,248 @@
+"""The seed's disaster-recovery scenario with the applications as they run in production (issue
+62): each under its own principal on two clusters that check ACLs (KRaft's StandardAuthorizer),
+writing and reading Avro records through each side's own schema registry (Apicurio, Confluent's
+API), and the failover asked from the product's CLI of the real operator on the real API server.
+A worker process mirrors A→B as its pod would; it stops as A is lost.
+
+On A, the consumer may only read `t` and its group, the producer may only write `t`, and eve
+may do nothing. After `kafka-mirror failover`, judged by Kafka and by the applications' own
+deserializers: the consumer resumes its group on `t.A` on B under the same principal and reads
+every record it had not read, each with its schema; the producer writes `t` on B, a right the
+failover moved; eve has nothing on B."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AclOperation, ResourceType
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from kubernetes import client
+
+from kafka_mirror.kafka.acl_grants import Grant
+from kafka_mirror.kube import apply
+from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.kafka import LocalKafka
+from kafka_mirror_dev.schema_registry import LocalSchemaRegistry
+from tests.helpers.dr import checkpoints_follow, run_cli
+from tests.helpers.kafka import create_topics, unique
+from tests.helpers.objects import get_custom, mirror, selection
+from tests.helpers.worker import StartWorker, wait_for, worker_config
+from tests.integration.test_acl_sync import bind, grants_on
+from tests.integration.test_schema_sync import StartRegistry
+from tests.integration.test_security import scram_login, set_scram_password
+
+pytestmark = [pytest.mark.kafka, pytest.mark.kube]
+
+PARTITIONS, WRITTEN, READ_ON_A = 3, 300, 120
+ORDER = json.dumps(
+    {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "item", "type": "string"},
+            {"name": "cents", "type": "long"},
+        ],
+    }
+)
+
+
+def order(n: int) -> dict[str, Any]:
+    return {"id": n, "item": f"item-{n % 17}", "cents": 100 * n + 7}
+
+
+class Application:
+    """An application's client under its own principal on one cluster, serializing with that
+    cluster's registry."""
+
+    def __init__(
+        self, cluster: LocalKafka, registry: LocalSchemaRegistry, user: str, password: str
+    ) -> None:
+        self.login = scram_login(cluster, user, password)
+        self.registry = SchemaRegistryClient({"url": registry.url})
+
+    def write(self, topic: str, values: list[dict[str, Any]]) -> str:
+        """ "written", or the first error the broker answers."""
+        serializer = AvroSerializer(self.registry, ORDER)
+        context = SerializationContext(topic, MessageField.VALUE)
+        answers: list[str] = []
+
+        def delivered(error: KafkaError | None, _: object) -> None:
+            answers.append("written" if error is None else str(error.name()))
+
+        producer = Producer({**self.login, "message.timeout.ms": 15_000, "retries": 0})
+        for value in values:
+            producer.produce(
+                topic,
+                key=str(value["id"]).encode(),
+                value=serializer(value, context),
+                on_delivery=delivered,
+            )
+        producer.flush(60)
+        refused = [a for a in answers if a != "written"]
+        return refused[0] if refused else "written" if len(answers) == len(values) else "lost"
+
+    def read(
+        self, topic: str, group: str, at_least: int, stop: bool = False
+    ) -> list[dict[str, Any]] | str:
+        """What the group reads of `topic` as a member, deserialized, until it has `at_least`
+        (`stop`) or, after those, until nothing more comes for 3 s (so that re-reads show),
+        committing it; or the error."""
+        deserializer = AvroDeserializer(self.registry)
+        context = SerializationContext(topic, MessageField.VALUE)
+        consumer = Consumer(
+            {
+                **self.login,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        values: list[dict[str, Any]] = []
+        try:
+            consumer.subscribe([topic])
+            deadline, quiet_since = time.monotonic() + 90, time.monotonic()
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                if message is None:
+                    if len(values) >= at_least and time.monotonic() - quiet_since > 3:
+                        break
+                    continue
+                error = message.error()
+                if error is not None:
+                    if not error.retriable():
+                        return str(error.name())
+                    continue
+                values.append(deserializer(message.value(), context))
+                quiet_since = time.monotonic()
+                if stop and len(values) == at_least:
+                    break
+            if values:
+                consumer.commit(asynchronous=False)
+            return values
+        finally:
+            consumer.close()
+
+
+def same_user(*clusters: LocalKafka) -> tuple[str, str]:
+    """A SCRAM user of this test with the same name and password on every cluster."""
+    user, password = unique("app-"), f"scram-{unique()}"
+    for cluster in clusters:
+        set_scram_password(cluster, user, password)
+    return user, password
+
+
+@pytest.mark.usefixtures("operator")
+def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_schemas(
+    kafka_a_acl: LocalKafka,
+    kafka_b_acl: LocalKafka,
+    kube_api: client.ApiClient,
+    kube_apiserver: KubeApiServer,
+    namespace: str,
+    start_worker: StartWorker,
+    start_registry: StartRegistry,
+) -> None:
+    a, b = kafka_a_acl, kafka_b_acl
+    registry_a, registry_b = start_registry("A"), start_registry("B")
+    topic, group = unique("orders-"), unique("billing-")
+    remote = f"{topic}.A"
+    create_topics(a.bootstrap_servers, [topic], partitions=PARTITIONS)
+    # The local `t` on B, made ahead as the runbook's "before a disaster" says: the producers'
+    # WRITE lets them write it, not create it.
+    create_topics(b.bootstrap_servers, [topic], partitions=PARTITIONS)
+    (consumer, consumer_pw), (producer, producer_pw) = same_user(a, b), same_user(a, b)
+    eve, eve_pw = same_user(a, b)  # no binding anywhere
+    # The mirror's own rights (User:ANONYMOUS over PLAINTEXT), made by hand; on B, someone
+    # else's binding on the local `t`, so that B's authorizer guards it (no ACL: open to all).
+    mirror_rights = [(a, topic), (b, remote)]
+    for cluster, name in mirror_rights:
+        bind(cluster, name, "User:ANONYMOUS", AclOperation.ALL)
+    for cluster in (a, b):
+        bind(cluster, group, "User:ANONYMOUS", AclOperation.ALL, resource=ResourceType.GROUP)
+    bind(b, topic, "User:ops", AclOperation.READ)
+    # The applications' rights, on A only.
+    bind(a, topic, f"User:{consumer}", AclOperation.READ)
+    bind(a, group, f"User:{consumer}", AclOperation.READ, resource=ResourceType.GROUP)
+    bind(a, topic, f"User:{producer}", AclOperation.WRITE)
+
+    # On A: the producer writes 300 orders; the consumer reads 120 of them in its group.
+    on_a = Application(a, registry_a, producer, producer_pw)
+    assert on_a.write(topic, [order(n) for n in range(WRITTEN)]) == "written"
+    reader_a = Application(a, registry_a, consumer, consumer_pw)
+    read_on_a = reader_a.read(topic, group, READ_ON_A, stop=True)
+    assert isinstance(read_on_a, list) and len(read_on_a) == READ_ON_A, read_on_a
+    assert Application(a, registry_a, eve, eve_pw).write(topic, [order(0)]) == (
+        "TOPIC_AUTHORIZATION_FAILED"
+    )
+
+    # A→B mirrors, with the ACL sync (moving producers) and the schema sync.
+    acl_sync = {"intervalSeconds": 10, "moveProducers": True}
+    registries = {"source": {"url": registry_a.url}, "target": {"url": registry_b.url}}
+    config = worker_config(
+        a,
+        b,
+        [re.escape(topic)],
+        mirror=f"{namespace}/a-to-b",
+        aclSync=acl_sync,
+        schemaRegistry=registries,
+    )
+    worker = start_worker(config, "worker-a-to-b")
+    copy = Grant("TOPIC", remote, f"User:{consumer}", "*", "READ", "ALLOW")
+    wait_for(lambda: copy in grants_on(b, remote), 90, "the consumer's READ copied")
+    wait_for(
+        lambda: worker.metric("kafka_mirror_records_total", topic=topic) == WRITTEN,
+        120,
+        "every order mirrored",
+    )
+    checkpoints_follow(b, a, group, topic)
+
+    # The mirror as the operator knows it; then A is lost: its worker stops, and the on-call
+    # engineer fails over from the CLI.
+    source = {"bootstrapServers": a.bootstrap_servers}
+    target = {"bootstrapServers": b.bootstrap_servers}
+    declared = mirror("a-to-b", namespace, source, target, aclSync=acl_sync)
+    declared["spec"]["schemaRegistry"] = registries
+    apply(kube_api, selection("orders", namespace, "a-to-b", [re.escape(topic)]))
+    apply(kube_api, declared)
+    worker.stop()
+    said = run_cli(
+        kube_apiserver.kubeconfig, "failover", "a-to-b", "--namespace", namespace, "--id", "a-lost"
+    )
+    status = get_custom(kube_api, namespace, "kafkamirrors", "a-to-b")["status"]["operation"]
+    assert status["phase"] == "Completed", said
+    # The producer's WRITE, and the mirror's own ALL on t on A (as any principal's, as WRITE).
+    moved = {g["principal"] for g in status["producers"]["grants"]}
+    assert moved == {f"User:{producer}", "User:ANONYMOUS"}, status["producers"]
+
+    # On B, under the same principals: the consumer resumes its group on t.A and reads every
+    # order it had not read on A, each deserialized with B's registry; the producer writes t.
+    reader_b = Application(b, registry_b, consumer, consumer_pw)
+    read_on_b = reader_b.read(remote, group, WRITTEN - len(read_on_a))
+    assert isinstance(read_on_b, list), read_on_b
+    ids_a, ids_b = [v["id"] for v in read_on_a], [v["id"] for v in read_on_b]
+    assert set(ids_a) | set(ids_b) == set(range(WRITTEN)), "an order was skipped"
+    reread = len(set(ids_a) & set(ids_b))
+    assert reread == 0 and len(ids_b) == len(set(ids_b)), (reread, len(ids_b))
+    assert all(v == order(v["id"]) for v in read_on_b), "a field read differently on B"
+    on_b = Application(b, registry_b, producer, producer_pw)
+    assert on_b.write(topic, [order(n) for n in range(WRITTEN, WRITTEN + 50)]) == "written"
+    # Eve had nothing on A and has nothing on B; nobody but the mirror writes the copy.
+    assert Application(b, registry_b, eve, eve_pw).write(topic, [order(0)]) == (
+        "TOPIC_AUTHORIZATION_FAILED"
+    )
+    assert Application(b, registry_b, eve, eve_pw).read(remote, unique("eve-"), 1) == (
+        "TOPIC_AUTHORIZATION_FAILED"
+    )
+    assert on_b.write(remote, [order(0)]) == "TOPIC_AUTHORIZATION_FAILED"
+    print(
+        f"read on A {len(ids_a)}, on B {len(ids_b)}, skipped 0, re-read {reread}; "
+        f"the producer wrote 50 to t on B; failover: {status['message']}"
+    )
