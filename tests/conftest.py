@@ -344,6 +344,18 @@ def operator(
 
 
 @pytest.fixture
+def granting_operator(
+    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The operator of an installer who lets mirrors steer ACL grants (renamed principals,
+    moved applications' rights: `--allow-spec-acl-grants`)."""
+    process = OperatorProcess(
+        kube_apiserver.kubeconfig, namespace, tmp_path, extra_args=("--allow-spec-acl-grants",)
+    )
+    yield from run_operator(process)
+
+
+@pytest.fixture
 def start_worker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StartWorker]:
     """Start worker processes; they are stopped (and their logs shown on failure) afterwards."""
     workers: list[WorkerProcess] = []

@@ -70,6 +70,7 @@ def _operator(args: argparse.Namespace) -> None:
             toleration_keys=tuple(args.allowed_toleration_key),
             node_selectors=tuple(args.allowed_node_selector),
             unlabelled_secrets=args.allow_unlabelled_secrets,
+            spec_acl_grants=args.allow_spec_acl_grants,
         )
     except ValueError as error:
         raise SystemExit(f"kafka-mirror operator: --allowed-bootstrap-host: {error}") from None
@@ -261,6 +262,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let mirrors use any Secret of their namespace (default: only Secrets labelled "
         "kafkamirror.io/credential=true)",
+    )
+    operator.add_argument(
+        "--allow-spec-acl-grants",
+        action="store_true",
+        help="let mirrors rename principals for the ACL sync (aclSync.principals) and move the "
+        "applications' rights with an operation (aclSync.moveApplications): their authors then "
+        "choose who gets rights on the target (default: refused)",
     )
     # Ports default from the environment too: the chart and the plain manifests set them there.
     operator.add_argument(

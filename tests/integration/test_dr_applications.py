@@ -140,7 +140,7 @@ def same_user(*clusters: LocalKafka) -> tuple[str, str]:
     return user, password
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.usefixtures("granting_operator")
 def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_schemas(
     kafka_a_acl: LocalKafka,
     kafka_b_acl: LocalKafka,
@@ -183,8 +183,8 @@ def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_sc
         "TOPIC_AUTHORIZATION_FAILED"
     )
 
-    # A→B mirrors, with the ACL sync (moving producers) and the schema sync.
-    acl_sync = {"intervalSeconds": 10, "moveProducers": True}
+    # A→B mirrors, with the ACL sync (moving the applications' rights) and the schema sync.
+    acl_sync = {"intervalSeconds": 10, "moveApplications": True}
     registries = {"source": {"url": registry_a.url}, "target": {"url": registry_b.url}}
     config = worker_config(
         a,
@@ -218,9 +218,14 @@ def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_sc
     )
     status = get_custom(kube_api, namespace, "kafkamirrors", "a-to-b")["status"]["operation"]
     assert status["phase"] == "Completed", said
-    # The producer's WRITE, and the mirror's own ALL on t on A (as any principal's, as WRITE).
-    moved = {g["principal"] for g in status["producers"]["grants"]}
-    assert moved == {f"User:{producer}", "User:ANONYMOUS"}, status["producers"]
+    # The producer's WRITE, the consumer's READ, and the mirror's own ALL on t on A (as any
+    # principal's: WRITE, READ and DESCRIBE).
+    moved = {(g["principal"], g["operation"]) for g in status["movedRights"]["grants"]}
+    assert moved == {
+        (f"User:{producer}", "WRITE"),
+        (f"User:{consumer}", "READ"),
+        *(("User:ANONYMOUS", op) for op in ("WRITE", "READ", "DESCRIBE")),
+    }, status["movedRights"]
 
     # On B, under the same principals: the consumer resumes its group on t.A and reads every
     # order it had not read on A, each deserialized with B's registry; the producer writes t.
@@ -234,6 +239,10 @@ def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_sc
     assert all(v == order(v["id"]) for v in read_on_b), "a field read differently on B"
     on_b = Application(b, registry_b, producer, producer_pw)
     assert on_b.write(topic, [order(n) for n in range(WRITTEN, WRITTEN + 50)]) == "written"
+    # The consumer reads them in its group, with the READ on t the failover moved too.
+    local = reader_b.read(topic, group, 50)
+    assert isinstance(local, list), local
+    assert sorted(v["id"] for v in local) == list(range(WRITTEN, WRITTEN + 50))
     # Eve had nothing on A and has nothing on B; nobody but the mirror writes the copy.
     assert Application(b, registry_b, eve, eve_pw).write(topic, [order(0)]) == (
         "TOPIC_AUTHORIZATION_FAILED"
@@ -244,5 +253,6 @@ def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_sc
     assert on_b.write(remote, [order(0)]) == "TOPIC_AUTHORIZATION_FAILED"
     print(
         f"read on A {len(ids_a)}, on B {len(ids_b)}, skipped 0, re-read {reread}; "
-        f"the producer wrote 50 to t on B; failover: {status['message']}"
+        f"the producer wrote 50 to t on B and the consumer read them; "
+        f"failover: {status['message']}"
     )

@@ -13,19 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_mirror.kafka.acl_grants import (
+    APPLICATIONS,
     CALL_BATCH,
-    PRODUCERS,
     Grant,
+    applications_of,
     change,
     copies,
     parse_record,
-    producers_of,
 )
 from kafka_mirror.worker.acl_sync import (
     READING,
     SourceBinding,
+    application_grants,
     plan_sync,
-    producer_grants,
     remote_grants,
 )
 
@@ -100,29 +100,31 @@ def test_every_reading_right_and_every_deny_of_one_arrives(
 
 
 @given(st.lists(bindings, max_size=12), mirrored_topics)
-def test_the_producers_listed_get_on_the_local_topics_exactly_the_write_they_had(
+def test_the_applications_listed_get_on_the_local_topics_exactly_the_rights_they_had(
     source: list[SourceBinding], mirrored: dict[str, str]
 ) -> None:
-    """What a failover grants on the target's `t`: each principal's WRITE (and WRITE's DENYs)
-    the source gave on `t`, nothing else, no other topic."""
-    grants = producer_grants(source, mirrored, {})
-    assert all(g.name in mirrored and g.operation == "WRITE" for g in grants)
+    """What a failover grants on the target's `t`: each principal's WRITE and reading rights
+    (and their DENYs) the source gave on `t`, nothing else, no other topic; never ALTER,
+    DELETE or CREATE."""
+    grants = application_grants(source, mirrored, {})
+    assert all(g.name in mirrored and g.operation in ("WRITE", *READING) for g in grants)
     for topic in mirrored:
         for principal in PRINCIPALS:
-            allow = Grant("TOPIC", topic, principal, "*", "WRITE", "ALLOW")
-            deny = Grant("TOPIC", topic, principal, "*", "WRITE", "DENY")
-            assert (allow in grants) == allows(source, principal, "WRITE", topic)
-            assert (deny in grants) == allows(source, principal, "WRITE", topic, "DENY")
+            for operation in ("WRITE", "READ", "DESCRIBE"):
+                allow = Grant("TOPIC", topic, principal, "*", operation, "ALLOW")
+                deny = Grant("TOPIC", topic, principal, "*", operation, "DENY")
+                assert (allow in grants) == allows(source, principal, operation, topic)
+                assert (deny in grants) == allows(source, principal, operation, topic, "DENY")
 
 
-def test_the_lists_of_producers_are_no_copies_of_bindings() -> None:
-    """A binding listed as a producer's on the other side of a pair is no copy made there: the
-    source's own WRITE stays the source's (and is listed again by the sync the other way)."""
+def test_the_lists_of_applications_rights_are_no_copies_of_bindings() -> None:
+    """A binding listed as an application's on the other side of a pair is no copy made there:
+    the source's own WRITE stays the source's (and is listed again by the sync the other way)."""
     write = Grant("TOPIC", "t", "User:p", "*", "WRITE", "ALLOW")
     read = Grant("TOPIC", "t.B", "User:c", "*", "READ", "ALLOW")
-    held = {(producers_of("ns/b-to-a"), write): True, ("ns/b-to-a", read): True}
+    held = {(applications_of("ns/b-to-a"), write): True, ("ns/b-to-a", read): True}
     assert copies(held) == {read}
-    assert producers_of("ns/m").endswith(PRODUCERS)
+    assert applications_of("ns/m").endswith(APPLICATIONS)
 
 
 def test_principals_are_renamed_for_the_target() -> None:
@@ -307,3 +309,28 @@ def test_a_large_change_goes_in_calls_kraft_takes_denys_first_and_last() -> None
         ("delete", CALL_BATCH),
         ("delete", 200),
     ]
+
+
+def test_a_record_too_long_or_too_deep_to_parse_is_nobodys() -> None:
+    """The attack review's: a key of 50,000 `[` exhausted json's recursion, which nothing
+    caught, so every worker's sync and the operator's refresh of every mirror onto the
+    cluster failed on each round."""
+    assert parse_record(b"[" * 50_000) is None
+    assert parse_record(b"[" * 2000 + b"]" * 2000) is None
+    padded = json.dumps(["ns/m", {"name": "t" * 5000}]).encode()
+    assert parse_record(padded) is None
+
+
+def test_a_deny_renamed_still_denies_the_source_name_on_the_target() -> None:
+    """The attack review's: bob renamed away (`User:bob` → `User:nobody`) with `ALLOW User:*`
+    on the source left bob's DENY on nobody alone, and bob read the copy."""
+    source = [
+        SourceBinding("TOPIC", "LITERAL", "pay", "User:*", "*", "READ", "ALLOW"),
+        SourceBinding("TOPIC", "LITERAL", "pay", "User:bob", "*", "READ", "DENY"),
+    ]
+    renamed = {"User:bob": "User:nobody"}
+    grants = remote_grants(source, {"pay": "pay.A"}, [], renamed)
+    for principal in ("User:bob", "User:nobody"):
+        assert Grant("TOPIC", "pay.A", principal, "*", "READ", "DENY") in grants
+    local = application_grants(source, {"pay": "pay.A"}, renamed)
+    assert Grant("TOPIC", "pay", "User:bob", "*", "READ", "DENY") in local

@@ -413,3 +413,29 @@ def test_a_registrys_credentials_go_only_over_https() -> None:
     )
     assert "--allow-plain-without-tls" in messages[0]
     assert refused(doc, AllowLists(plain_without_tls=True)) == []
+
+
+# --- ACL grants the spec steers ---------------------------------------------------------------
+
+
+def test_renamed_principals_and_moved_rights_need_the_installers_consent() -> None:
+    """The attack review's: a tenant renaming `User:app` to `User:mallory` gave mallory what
+    app had on the target, and moved rights land on the target's local topics, which may be
+    another team's on a shared cluster."""
+    renamed = {"principals": [{"source": "User:app", "target": "User:mallory"}]}
+    messages = refused(spec(aclSync={**renamed, "moveApplications": True}))
+    assert [m.split(" ")[0] for m in messages] == [
+        "spec.aclSync.principals",
+        "spec.aclSync.moveApplications",
+    ]
+    assert all("--allow-spec-acl-grants" in m and "allowed.specAclGrants" in m for m in messages)
+    consenting = AllowLists(spec_acl_grants=True)
+    assert refused(spec(aclSync={**renamed, "moveApplications": True}), consenting) == []
+    assert refused(spec(aclSync={"enabled": True})) == []
+
+
+def test_a_wildcard_principal_is_never_renamed() -> None:
+    with pytest.raises(ValidationError, match="principals"):
+        KafkaMirrorSpec.model_validate(
+            spec(aclSync={"principals": [{"source": "User:*", "target": "User:x"}]})
+        )

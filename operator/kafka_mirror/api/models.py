@@ -167,8 +167,9 @@ ONE_PRINCIPAL = r"^[A-Za-z][A-Za-z0-9]*:([^*].*|\*.+)$"  # not `User:*`, which i
 class PrincipalMapping(ApiModel):
     """A principal of the source that has another name on the target."""
 
-    source: Annotated[str, Field(max_length=256, pattern=PRINCIPAL)] = Field(
-        description="The principal on the source (`User:svc-x`)."
+    source: Annotated[str, Field(max_length=256, pattern=ONE_PRINCIPAL)] = Field(
+        description="The principal on the source (`User:svc-x`; never `User:*`: a wildcard's "
+        "DENY renamed would deny one principal only)."
     )
     target: Annotated[str, Field(max_length=256, pattern=ONE_PRINCIPAL)] = Field(
         description="Its name on the target (`User:svc-x-dr`; never `User:*`)."
@@ -196,13 +197,14 @@ class AclSync(ApiModel):
         default_factory=list,
         description="Principals renamed on the target, for clusters whose identities differ.",
     )
-    move_producers: bool = Field(
+    move_applications: bool = Field(
         default=False,
-        description="A Promote or Failover grants on the target's local topic `t` the WRITE "
-        "(and its DENYs) each principal had on the mirrored `t` on the source, as the last "
-        "sync round listed them (the runbook's producers move there); once the reverse "
-        "mirror's Return starts this mirror again, those grants go. Only the bindings the "
-        "operation made are removed; the operation's status lists them.",
+        description="A Promote or Failover grants on the target's local topic `t` the rights "
+        "each principal had on the mirrored `t` on the source (WRITE, READ, DESCRIBE, "
+        "DESCRIBE_CONFIGS, and their DENYs), as the last sync round listed them: the runbook's "
+        "producers and consumers move there. Once the reverse mirror's Return starts this "
+        "mirror again, those grants go. Only the bindings the operation made are removed; the "
+        "operation's status lists them (movedRights).",
     )
 
     def renamed(self) -> dict[str, str]:

@@ -115,26 +115,28 @@ class CatchUpProgress(StatusModel):
     )
 
 
-class ProducerGrant(StatusModel):
-    """A WRITE binding (or its DENY) on the target's local topic, for a producer's principal."""
+class MovedGrant(StatusModel):
+    """A binding on the target's local topic, for an application's principal."""
 
     topic: str
     principal: str
     host: str = "*"
+    operation: str = "WRITE"
     permission: str = "ALLOW"
 
 
-class MovedProducers(StatusModel):
-    """Promote and Failover with `aclSync.moveProducers`: the WRITE the operation granted on the
-    target, as the last sync round listed the source's (docs/runbook-dr.md)."""
+class MovedRights(StatusModel):
+    """Promote and Failover with `aclSync.moveApplications`: the rights the operation granted
+    on the target's local topics, as the last sync round listed the source's
+    (docs/runbook-dr.md)."""
 
     count: int = 0
-    grants: list[ProducerGrant] = Field(default_factory=list)
+    grants: list[MovedGrant] = Field(default_factory=list)
     message: str = ""
     returned_at: datetime | None = Field(
         default=None,
         description="When the grants were removed again, once the reverse mirror's Return had "
-        "started this mirror again (the producers write the source again).",
+        "started this mirror again (the applications use the source again).",
     )
 
 
@@ -159,7 +161,7 @@ class OperationStatus(StatusModel):
     committed_count: int = 0
     skipped_groups: list[str] = Field(default_factory=list)
     resumed_by: ResumedBy | None = None
-    producers: MovedProducers | None = None
+    moved_rights: MovedRights | None = None
     reverse_uid: str | None = Field(
         default=None,
         description="Promote and Failover: the uid of `spec.reverse`, the only mirror whose "

@@ -21,6 +21,10 @@ those credentials go are bounded by allow-lists from the operator's flags (the c
   those matching `--allowed-pod-annotation`, `--allowed-toleration-key` and
   `--allowed-node-selector` patterns (an annotation can take the pod out of a mesh or put it on
   another network, a toleration and a selector can place it on the control plane's nodes);
+- ACL grants the spec steers: renamed principals (`aclSync.principals`) and the applications'
+  rights moved by an operation (`aclSync.moveApplications`) let the spec's author choose who
+  gets rights on the target, and on its topics the mirror does not write: refused unless
+  `--allow-spec-acl-grants`;
 - credential Secrets: only those labelled `kafkamirror.io/credential: "true"` (checked by the
   controller, which reads them), unless `--allow-unlabelled-secrets`; one annotated
   `kafkamirror.io/bootstrap-hosts` only towards the hosts its patterns match.
@@ -68,6 +72,7 @@ class AllowLists:
     toleration_keys: tuple[str, ...] = ()  # patterns; `*` allows a toleration with no key
     node_selectors: tuple[str, ...] = ()  # patterns of `key=value`
     unlabelled_secrets: bool = False  # Secrets without CREDENTIAL_LABEL too
+    spec_acl_grants: bool = False  # aclSync.principals and aclSync.moveApplications
 
     def __post_init__(self) -> None:
         host_patterns(self.bootstrap_hosts)  # ValueError, naming the pattern, if one is unusable
@@ -190,7 +195,31 @@ def not_allowed(
             )
         if not bootstrap_allowed(endpoint.address, allowed):
             refused.append(_host_refused(f"spec.schemaRegistry.{role}.url", endpoint.url, allowed))
-    return refused + _pod_placement(spec, allowed)
+    return refused + _acl_grants(spec, allowed) + _pod_placement(spec, allowed)
+
+
+def _acl_grants(spec: KafkaMirrorSpec, allowed: AllowLists) -> list[NotAllowed]:
+    """The ACL sync's settings that let the spec's author choose who gets rights on the target:
+    a principal renamed gets what another had, and moved rights land on the target's local
+    topics, which the mirror does not write (another team's, on a shared cluster)."""
+    if allowed.spec_acl_grants:
+        return []
+    asked = [
+        ("spec.aclSync.principals", f"{len(spec.acl_sync.principals)} renamed principals")
+        if spec.acl_sync.principals
+        else None,
+        ("spec.aclSync.moveApplications", "true") if spec.acl_sync.move_applications else None,
+    ]
+    return [
+        NotAllowed(
+            field,
+            value,
+            "none: the source's principals as they are, no rights moved",
+            "--allow-spec-acl-grants",
+            "allowed.specAclGrants",
+        )
+        for field, value in filter(None, asked)
+    ]
 
 
 def _host_refused(field: str, value: str, allowed: AllowLists) -> NotAllowed:

@@ -28,7 +28,7 @@ from kafka_mirror.api.operations import (
 )
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller import producers
+from kafka_mirror.controller import applications
 from kafka_mirror.controller.conditions import condition
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
@@ -218,7 +218,7 @@ def _step(
             op.phase, op.message = "CommittingOffsets", "workers stopped"
     elif op.phase == "CommittingOffsets" and access.target is not None:
         _commit(config, access.source, access.target, op)
-        producers.move(config, access.target, op)
+        applications.move(config, access.target, op)
         if requested.resume is None:
             _complete(requested, op, now)
         else:
@@ -291,7 +291,7 @@ def _committed_summary(op: OperationStatus) -> str:
         f"{rpo.total_records} records"
         + (f", {rpo.max_seconds} s" if rpo.max_seconds else "")
         + (skipped if op.skipped_groups else "")
-        + (f"; producers: {op.producers.message}" if op.producers else "")
+        + (f"; applications' rights: {op.moved_rights.message}" if op.moved_rights else "")
     )
 
 
@@ -326,8 +326,8 @@ def advance(
         return _with_reverse(spec, config, op, access), [started]
     op = _with_reverse(spec, config, op, access)
     if op.phase == "Completed":
-        if producers.to_return(op):
-            return producers.move_back(config, access.target, op, now)
+        if applications.to_return(op):
+            return applications.move_back(config, access.target, op, now)
         return _source_back(op, status, config, mirrored, access)
     op = op.model_copy(deep=True)
     before, said = op.phase, op.message

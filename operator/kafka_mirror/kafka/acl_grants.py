@@ -1,14 +1,15 @@
 """The ACL bindings mirrors make on a cluster, and the record of them in Kafka: what the workers'
-ACL sync (worker/acl_sync.py) and an operation moving the producers' rights
-(controller/producers.py) both create, remember and delete, with one error mapping.
+ACL sync (worker/acl_sync.py) and an operation moving the applications' rights
+(controller/applications.py) both create, remember and delete, with one error mapping.
 
 Each cluster's `ACL_GRANTS_TOPIC` (compacted) holds one record per owner and binding, `1` while
 the owner holds it, `0` once it deleted it, so that another worker, the operator, or either
 after a restart knows which bindings are theirs: a binding someone else made is never deleted.
-An owner is a mirror (`ns/name`: the bindings its sync copied), `moved_by(mirror)` (the WRITE an
-operation granted its producers) or `producers_of(mirror)`, which is a list and no binding: the
-WRITE bindings the source gives on the mirrored topics, as they would read on the target, kept
-so that a failover knows them once the source is lost.
+An owner is a mirror (`ns/name`: the bindings its sync copied), `moved_by(mirror)` (the rights
+an operation granted the applications on the target's local topics) or
+`applications_of(mirror)`, which is a list and no binding: the applications' rights the source
+gives on the mirrored topics, as they would read on the target's local topics, kept so that a
+failover knows them once the source is lost.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ ANY: Any = None  # a filter's "any value" (the client's stubs say str)
 # over 10,000 records ("excessively large batch operation"), which a first sync of a large
 # source reaches, every round again.
 CALL_BATCH = 1000
+MAX_RECORD_KEY = 4096  # bytes: a record's key names an owner and one binding's six strings
 
 
 @dataclass(frozen=True, order=True)
@@ -53,16 +55,16 @@ class Grant:
     permission: str  # ALLOW or DENY
 
 
-PRODUCERS = "#producers"
+APPLICATIONS = "#applications"
 
 
-def producers_of(mirror: str) -> str:
-    """The owner under which a mirror's sync lists its producers' WRITE (no binding)."""
-    return mirror + PRODUCERS
+def applications_of(mirror: str) -> str:
+    """The owner under which a mirror's sync lists the applications' rights (no binding)."""
+    return mirror + APPLICATIONS
 
 
 def moved_by(mirror: str) -> str:
-    """The owner of the WRITE an operation of the mirror granted its producers."""
+    """The owner of the rights an operation of the mirror granted the applications."""
     return f"{mirror}#moved"
 
 
@@ -177,7 +179,10 @@ def _wait(futures: dict[Any, Future[Any]]) -> None:
 
 def parse_record(key: bytes) -> tuple[str, Grant] | None:
     """A record's key as (owner, binding); None for what is not a record of ours (another
-    version's, or anything anyone wrote there)."""
+    version's, or anything anyone wrote there: too long, or nested deep enough to exhaust the
+    parser's recursion)."""
+    if len(key) > MAX_RECORD_KEY:
+        return None
     try:
         owner, fields = json.loads(key)
         if "topic" in fields:  # written before group bindings were synced
@@ -185,7 +190,7 @@ def parse_record(key: bytes) -> tuple[str, Grant] | None:
         grant = Grant(**fields)
         ResourceType[grant.resource], AclOperation[grant.operation]
         AclPermissionType[grant.permission]
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
     if not isinstance(owner, str) or not all(isinstance(v, str) for v in fields.values()):
         return None
@@ -208,9 +213,12 @@ def owned_by(held: dict[tuple[str, Grant], bool], owner: str) -> set[Grant]:
 
 
 def copies(held: dict[tuple[str, Grant], bool]) -> set[Grant]:
-    """The bindings any mirror made on the cluster (not the lists of producers, which are none)."""
+    """The bindings any mirror made on the cluster (not the lists of applications' rights,
+    which are none)."""
     return {
-        grant for (owner, grant), owned in held.items() if owned and not owner.endswith(PRODUCERS)
+        grant
+        for (owner, grant), owned in held.items()
+        if owned and not owner.endswith(APPLICATIONS)
     }
 
 
@@ -261,7 +269,21 @@ class GrantRecords:
             raise _no_authorizer(self.cluster)
         create = grants - present
         self.record(owner, create, owned=True)
-        change(self.admin, self.cluster, create, set())
+        try:
+            change(self.admin, self.cluster, create, set())
+        except (AclsRefused, KafkaException):
+            self.forget_unmade(owner, create)
+            raise
+
+    def forget_unmade(self, owner: str, asked: set[Grant]) -> None:
+        """After a change that failed midway: the asked bindings the cluster does not hold are
+        recorded as not `owner`'s (those it holds stay recorded: some were made). Unreadable,
+        all stay recorded, which at worst deletes later a binding that is not there."""
+        try:
+            present = literal_grants(self.admin, self.cluster)
+        except (AclsRefused, KafkaException):
+            return
+        self.record(owner, asked - (present or set()), owned=False)
 
     def revoke(self, owner: str) -> set[Grant]:
         """Delete every binding `owner` holds, then record them gone: what was deleted."""

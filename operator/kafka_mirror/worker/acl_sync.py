@@ -17,10 +17,11 @@ Only bindings the sync created are ever deleted, only reading rights of the topi
 now: it records them on the target (kafka/acl_grants.py), so that another worker, or this one
 after a restart, knows them. A binding someone else made on the target is never touched.
 
-With `moveProducers`, each round also lists on the target the WRITE the source's bindings give
-on the mirrored topics, as they would read on the target's local topics of the same names (no
-binding is made of them): what a promote or a failover grants there when it moves the
-producers, the source lost by then (controller/producers.py).
+With `moveApplications`, each round also lists on the target the rights the source's bindings
+give the applications on the mirrored topics (the producers' WRITE, the consumers' reading
+rights, their DENYs), as they would read on the target's local topics of the same names. No
+binding is made of the list: a promote or a failover grants it there when the applications
+move, the source lost by then (controller/applications.py).
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ from kafka_mirror.kafka.acl_grants import (
     AclsRefused,
     Grant,
     GrantRecords,
+    applications_of,
     change,
     copies,
     describe,
     held_grants,
     name_of,
     owned_by,
-    producers_of,
     values_of,
 )
 from kafka_mirror.kafka.client import ADMIN_TIMEOUT, ClusterUnavailable
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 READING = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")  # a topic's; a group's are READ, DESCRIBE
 GROUP_READING = ("READ", "DESCRIBE")
+LOCAL = ("WRITE", *READING)  # what the applications may be given on their local topics
 SYNCED = ("TOPIC", "GROUP")  # the resource types copied
 
 
@@ -75,6 +77,12 @@ class SourceBinding:
         if self.pattern == "PREFIXED":
             return name.startswith(self.name)
         return self.name in ("*", name)
+
+    def principals(self, renamed: dict[str, str]) -> set[str]:
+        """Whom the binding names on the target: the renamed principal; for a DENY, the
+        source's name too (a deny of a principal renamed away must not lapse on the target)."""
+        target = renamed.get(self.principal, self.principal)
+        return {target, self.principal} if self.permission == "DENY" else {target}
 
     def covered(self, names: dict[str, str]) -> list[tuple[str, str]]:
         """The (name, its name on the target) of `names` the binding covers: a literal
@@ -104,7 +112,6 @@ def remote_grants(
     names = {"TOPIC": mirrored, "GROUP": {group: group for group in groups}}
     grants: set[Grant] = set()
     for binding in bindings:
-        principal = principals.get(binding.principal, binding.principal)
         operations = copied_operations(binding.resource, binding.operation, binding.permission)
         if binding.resource == "GROUP" and binding.name == "*" and binding.permission == "ALLOW":
             continue  # every group on A is no grant of B's own groups of the same names
@@ -112,30 +119,34 @@ def remote_grants(
             grants.update(
                 Grant(binding.resource, remote, principal, binding.host, op, binding.permission)
                 for op in operations
+                for principal in binding.principals(principals)
             )
     return grants
 
 
-def producer_grants(
+def application_grants(
     bindings: Iterable[SourceBinding], topics: Iterable[str], principals: dict[str, str]
 ) -> set[Grant]:
-    """The WRITE (ALL as WRITE) and its DENYs the source's bindings give on each mirrored topic,
-    as literal bindings of the topic of the same name (the producers' local topic on the
-    target after a failover)."""
-    writing = [b for b in bindings if b.resource == "TOPIC" and b.operation in ("WRITE", "ALL")]
+    """The rights the source's bindings give on each mirrored topic to the applications that
+    move to the target's local topic of the same name after a failover: WRITE for its
+    producers, the reading rights for its consumers (ALL as WRITE, READ and DESCRIBE), and
+    their DENYs; as literal bindings of that topic."""
     names = {topic: topic for topic in topics}
     return {
-        Grant(
-            "TOPIC",
-            topic,
-            principals.get(b.principal, b.principal),
-            b.host,
-            "WRITE",
-            b.permission,
-        )
-        for b in writing
+        Grant("TOPIC", topic, principal, b.host, op, b.permission)
+        for b in bindings
+        if b.resource == "TOPIC"
+        for op in local_operations(b.operation, b.permission)
         for topic, _ in b.covered(names)
+        for principal in b.principals(principals)
     }
+
+
+def local_operations(operation: str, permission: str) -> tuple[str, ...]:
+    """The operations a binding grants (or denies) the applications on the local topic."""
+    if operation == "ALL":
+        return ("WRITE", "READ", "DESCRIBE") if permission == "ALLOW" else LOCAL
+    return (operation,) if operation in LOCAL else ()
 
 
 @dataclass(frozen=True)
@@ -169,10 +180,10 @@ class AclSync:
         mirror: str,
         groups: NameFilter,
         principals: dict[str, str],
-        producers: bool = False,
+        applications: bool = False,
     ) -> None:
         self.clients, self.metrics, self.mirror = clients, metrics, mirror
-        self.groups, self.principals, self.producers = groups, principals, producers
+        self.groups, self.principals, self.applications = groups, principals, applications
         self._said: str | None = None  # the last refusal logged, not repeated every round
 
     @cached_property
@@ -201,9 +212,10 @@ class AclSync:
         if target is None:
             return
         kinds = (ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED)
-        # A binding a mirror copied onto the source is not copied back: it would outlive its
-        # revocation on the other side (a DENY as much as an ALLOW, in a pair A⇄B). Whoever
-        # may write the source's grants topic could so hold a copy back: docs/runbook-dr.md.
+        # An ALLOW a mirror copied onto the source is not copied back: it would outlive its
+        # revocation on the other side (in a pair A⇄B). Whoever may write the source's grants
+        # topic could so hold a copy back (docs/runbook-dr.md), so never a DENY: a DENY copied
+        # back at worst outlives its revocation, a DENY held back would open a topic.
         made_on_source = self._copies_on_source()
         bindings = [
             SourceBinding(values_of(b)[0], name_of(b.resource_pattern_type), *values_of(b)[1:])
@@ -212,6 +224,7 @@ class AclSync:
             and name_of(b.restype) in SYNCED
             and not (
                 b.resource_pattern_type == ResourcePatternType.LITERAL
+                and name_of(b.permission_type) == "ALLOW"
                 and Grant(*values_of(b)) in made_on_source
             )
         ]
@@ -227,12 +240,12 @@ class AclSync:
         # Recorded before it is created, deleted before it is forgotten: a worker killed in
         # between leaves a record of a binding that may not exist, never a binding unrecorded.
         self.records.record(self.mirror, plan.create, owned=True)
-        if self.producers:
-            self._list_producers(bindings, mirrored, held)
+        if self.applications:
+            self._list_applications(bindings, mirrored, held)
         try:
             change(self.clients.target_admin, "target", plan.create, plan.delete)
-        except AclsRefused:
-            self.records.record(self.mirror, plan.create, owned=False)  # none was made
+        except (AclsRefused, KafkaException):
+            self.records.forget_unmade(self.mirror, plan.create)  # a call may have gone through
             raise
         self.records.record(self.mirror, plan.delete, owned=False)
         self.metrics.acl_bindings.set(len(plan.ours))
@@ -246,17 +259,17 @@ class AclSync:
                 len(plan.delete),
             )
 
-    def _list_producers(
+    def _list_applications(
         self,
         bindings: list[SourceBinding],
         mirrored: dict[str, str],
         held: dict[tuple[str, Grant], bool],
     ) -> None:
-        """The producers' WRITE on the mirrored topics, listed on the target as of this round;
-        a topic out of the plan keeps its entries."""
-        owner = producers_of(self.mirror)
+        """The applications' rights on the mirrored topics, listed on the target as of this
+        round; a topic out of the plan keeps its entries."""
+        owner = applications_of(self.mirror)
         listed = owned_by(held, owner)
-        now = producer_grants(bindings, mirrored, self.principals)
+        now = application_grants(bindings, mirrored, self.principals)
         self.records.record(owner, now - listed, owned=True)
         self.records.record(owner, {g for g in listed - now if g.name in mirrored}, owned=False)
 

@@ -183,7 +183,7 @@ class MirrorWorker(ABC):
                 config.mirror,
                 config.groups_checkpointed(),
                 config.acl_sync.renamed(),
-                producers=config.acl_sync.move_producers,
+                applications=config.acl_sync.move_applications,
             )
             self.tasks.append(
                 OffLoop(

@@ -1,5 +1,5 @@
-"""The producers' WRITE moved by a promote or a failover and back by the Return that starts the
-mirror again (controller/producers.py), against the clusters in memory: only what the sync
+"""The applications' rights moved by a promote or a failover and back by the Return that starts
+the mirror again (controller/applications.py), against the clusters in memory: only what the sync
 listed for the selected topics is granted, only what the operation made is removed, and the
 target ends holding exactly what others made."""
 
@@ -15,7 +15,7 @@ from kafka_mirror.api.models import AclSync
 from kafka_mirror.api.operations import OperationStatus, ResumedBy
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.operations import Access, advance
-from kafka_mirror.kafka.acl_grants import Grant, moved_by, producers_of
+from kafka_mirror.kafka.acl_grants import Grant, applications_of, moved_by
 from tests.helpers.operations import NOW, FakeCluster, FakeKafka, spec, status
 
 MOVING = WorkerConfig.model_validate(
@@ -24,10 +24,10 @@ MOVING = WorkerConfig.model_validate(
         "source": {"alias": "A", "bootstrapServers": "a:9092"},
         "target": {"alias": "B", "bootstrapServers": "b:9092"},
         "selections": [{"name": "orders", "includes": ["orders.*"]}],
-        "aclSync": {"moveProducers": True},
+        "aclSync": {"moveApplications": True},
     }
 )
-FAILOVER = spec({"type": "Failover", "id": "f"}, aclSync={"moveProducers": True})
+FAILOVER = spec({"type": "Failover", "id": "f"}, aclSync={"moveApplications": True})
 
 
 def write(topic: str, principal: str, permission: str = "ALLOW") -> Grant:
@@ -44,23 +44,23 @@ def failed_over(target: FakeCluster, config: WorkerConfig = MOVING) -> Operation
     return op
 
 
-def test_a_failover_grants_the_listed_writes_and_the_return_takes_back_only_its_own(
+def test_a_failover_grants_the_listed_rights_and_the_return_takes_back_only_its_own(
     kafka: FakeKafka,
 ) -> None:
     target = kafka.target
     carol, dave = write("orders", "User:carol"), write("orders", "User:dave")
     mallory = write("orders", "User:mallory", "DENY")
     elsewhere = write("payroll", "User:carol")  # a topic the mirror does not select
-    target.grant_records[producers_of("ns/m")] = {carol, dave, mallory, elsewhere}
+    target.grant_records[applications_of("ns/m")] = {carol, dave, mallory, elsewhere}
     target.grant_records["ns/other"] = {write("orders", "User:zed")}  # another owner's
     target.acls = {dave}  # dave's was made by someone else: it stays theirs
     op = failed_over(target)
     assert target.acls == {carol, dave, mallory}
-    assert op.producers is not None and op.producers.count == 2
-    shown = {(g.principal, g.permission) for g in op.producers.grants}
+    assert op.moved_rights is not None and op.moved_rights.count == 2
+    shown = {(g.principal, g.permission) for g in op.moved_rights.grants}
     assert shown == {("User:carol", "ALLOW"), ("User:mallory", "DENY")}
-    assert "1 were there already" in op.producers.message
-    assert "producers: 2 WRITE bindings granted" in op.message
+    assert "1 were there already" in op.moved_rights.message
+    assert "applications' rights: 2 bindings granted" in op.message
     assert target.grant_records[moved_by("ns/m")] == {carol, mallory}
 
     # Completed and not started again: nothing moves back.
@@ -72,39 +72,61 @@ def test_a_failover_grants_the_listed_writes_and_the_return_takes_back_only_its_
     resumed = op.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="r")})
     back, events = advance(FAILOVER, resumed, status(), MOVING, None, Access(None, target), later)
     assert target.acls == {dave}
-    assert back is not None and back.producers is not None and back.producers.returned_at == later
-    assert [e.reason for e in events] == ["ProducersReturned"] and "2 WRITE" in events[0].message
+    assert (
+        back is not None
+        and back.moved_rights is not None
+        and back.moved_rights.returned_at == later
+    )
+    assert [e.reason for e in events] == ["ApplicationRightsReturned"] and "2 bindings" in events[
+        0
+    ].message
     again, events = advance(FAILOVER, back, status(), MOVING, None, Access(None, target), later)
     assert again == back and not events
 
 
 def test_without_the_opt_in_no_write_moves(kafka: FakeKafka) -> None:
-    kafka.target.grant_records[producers_of("ns/m")] = {write("orders", "User:carol")}
+    kafka.target.grant_records[applications_of("ns/m")] = {write("orders", "User:carol")}
     config = MOVING.model_copy(update={"acl_sync": AclSync()})
     op = failed_over(kafka.target, config)
-    assert op.producers is None and kafka.target.acls == set()
+    assert op.moved_rights is None and kafka.target.acls == set()
 
 
 @pytest.mark.parametrize(
     ("listed", "acls", "says"),
     [
-        (set(), set(), "no producer's WRITE listed"),
+        (set(), set(), "no application's rights listed"),
         ({write("orders", "User:carol")}, None, "no authorizer"),
     ],
 )
-def test_a_failover_that_cannot_move_the_producers_completes_and_says_why(
+def test_a_failover_that_cannot_move_the_rights_completes_and_says_why(
     kafka: FakeKafka, listed: set[Grant], acls: set[Grant] | None, says: str
 ) -> None:
-    kafka.target.grant_records[producers_of("ns/m")] = listed
+    kafka.target.grant_records[applications_of("ns/m")] = listed
     kafka.target.acls = acls
     op = failed_over(kafka.target)
-    assert op.producers is not None and says in op.producers.message
+    assert op.moved_rights is not None and says in op.moved_rights.message
     assert says in op.message
+
+
+def test_a_target_that_does_not_answer_holds_no_failover(kafka: FakeKafka) -> None:
+    """The records and offsets are handed over: a grants topic that cannot be read completes
+    the operation, saying the rights were not granted."""
+    kafka.target.grant_records[applications_of("ns/m")] = {write("orders", "User:carol")}
+    access = Access(None, kafka.target)
+    op = None
+    for _ in range(2):
+        op, _ = advance(FAILOVER, op, status(), MOVING, None, access, NOW)
+    assert op is not None and op.phase == "CommittingOffsets"
+    kafka.target.failing = {kafka.target._calls + 2}  # the commit passes, the listing fails
+    op, _ = advance(FAILOVER, op, status(), MOVING, None, access, NOW)
+    assert op is not None and op.phase == "Completed", op.message
+    assert op.moved_rights is not None and "did not answer" in op.moved_rights.message
+    assert kafka.target.acls == set()
 
 
 def test_a_target_that_fails_midway_is_asked_again(kafka: FakeKafka) -> None:
     carol = write("orders", "User:carol")
-    kafka.target.grant_records[producers_of("ns/m")] = {carol}
+    kafka.target.grant_records[applications_of("ns/m")] = {carol}
     op = failed_over(kafka.target)
     resumed = op.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="r")})
     kafka.target.down = True
@@ -113,7 +135,9 @@ def test_a_target_that_fails_midway_is_asked_again(kafka: FakeKafka) -> None:
     assert still == resumed and not events
     kafka.target.down = False
     _, events = advance(FAILOVER, still, status(), MOVING, None, access, NOW)
-    assert kafka.target.acls == set() and [e.reason for e in events] == ["ProducersReturned"]
+    assert kafka.target.acls == set() and [e.reason for e in events] == [
+        "ApplicationRightsReturned"
+    ]
 
 
 principals = st.sampled_from(["User:a", "User:b", "User:c"])
@@ -131,7 +155,7 @@ def test_a_move_and_its_return_leave_exactly_what_others_made(
 ) -> None:
     target = FakeCluster()
     target.acls = set(foreign)
-    target.grant_records[producers_of("ns/m")] = set(listed)
+    target.grant_records[applications_of("ns/m")] = set(listed)
     op = failed_over(target)
     selected = {g for g in listed if g.name.startswith("orders")}
     assert target.acls == foreign | selected  # granted no more than listed, for selected topics

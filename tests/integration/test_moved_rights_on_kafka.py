@@ -1,5 +1,5 @@
-"""The producers' rights move with a failover and back with the Return (issue 62,
-`aclSync.moveProducers`), judged by a real Kafka authorizer (KRaft's StandardAuthorizer) and by
+"""The applications' rights move with a failover and back with the Return (issue 62,
+`aclSync.moveApplications`), judged by a real Kafka authorizer (KRaft's StandardAuthorizer) and by
 a producer logged in as its principal: the real operator on the real API server carries out the
 Failover and the Return; a worker process lists the source's WRITE bindings as its pods would.
 
@@ -53,8 +53,8 @@ def operation(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any
     return dict(mirror_status(api, namespace, name).get("operation") or {})
 
 
-@pytest.mark.usefixtures("operator")
-def test_a_failover_moves_the_producers_write_to_b_and_the_return_takes_it_back(
+@pytest.mark.usefixtures("granting_operator")
+def test_a_failover_moves_the_applications_rights_to_b_and_the_return_takes_them_back(
     kafka_b_acl: LocalKafka,
     kube_api: client.ApiClient,
     namespace: str,
@@ -76,14 +76,14 @@ def test_a_failover_moves_the_producers_write_to_b_and_the_return_takes_it_back(
         {"source": f"User:{carol}", "target": f"User:{carol_dr}"},
         {"source": f"User:{mallory}", "target": f"User:{mallory_dr}"},
     ]
-    acl_sync = {"intervalSeconds": 10, "principals": renamed, "moveProducers": True}
+    acl_sync = {"intervalSeconds": 10, "principals": renamed, "moveApplications": True}
     assert writes(cluster, carol_dr, carol_dr_pw, topic) == "TOPIC_AUTHORIZATION_FAILED"
 
-    # A's workers list the producers' WRITE on B while A can be read; then A is lost.
+    # A's workers list the applications' rights on B while A can be read; then A is lost.
     config = worker_config(
         cluster, cluster, [re.escape(topic)], mirror=f"{namespace}/a-to-b", aclSync=acl_sync
     )
-    worker = start_worker(config, "worker-producers")
+    worker = start_worker(config, "worker-moving")
     read_copy = Grant("TOPIC", f"{topic}.A", f"User:{mallory_dr}", "*", "DESCRIBE", "ALLOW")
     wait_for(lambda: read_copy in grants_on(cluster, f"{topic}.A"), 60, "a sync round")
 
@@ -111,14 +111,17 @@ def test_a_failover_moves_the_producers_write_to_b_and_the_return_takes_it_back(
         90,
         lambda: f"the failover to complete: {operation(kube_api, namespace, 'a-to-b')}",
     )
-    moved = operation(kube_api, namespace, "a-to-b")["producers"]
-    assert {(g["principal"], g["permission"]) for g in moved["grants"]} == {
-        (f"User:{carol_dr}", "ALLOW"),
-        (f"User:{mallory_dr}", "ALLOW"),  # from ALL, with its DENY of WRITE
-        (f"User:{mallory_dr}", "DENY"),
-        ("User:ANONYMOUS", "ALLOW"),  # the mirror's own ALL on t on A, as any principal's
+    moved = operation(kube_api, namespace, "a-to-b")["movedRights"]
+    assert {(g["principal"], g["operation"], g["permission"]) for g in moved["grants"]} == {
+        (f"User:{carol_dr}", "WRITE", "ALLOW"),
+        # mallory's ALL as WRITE, READ and DESCRIBE, with its DENY of WRITE, which denies
+        # mallory under either name (the source name's DENY is there already: A's own).
+        *((f"User:{mallory_dr}", op, "ALLOW") for op in ("WRITE", "READ", "DESCRIBE")),
+        (f"User:{mallory_dr}", "WRITE", "DENY"),
+        # The mirror's own ALL on t on A, as any principal's.
+        *(("User:ANONYMOUS", op, "ALLOW") for op in ("WRITE", "READ", "DESCRIBE")),
     }
-    assert moved["count"] == 4, moved
+    assert moved["count"] == 8, moved
     # Kafka's authorizer judges: carol writes t on B as she did on A; mallory's ALL was denied
     # WRITE on A and is on B; eve had nothing on A and has nothing on B.
     assert writes(cluster, carol_dr, carol_dr_pw, topic) == "written"
@@ -135,10 +138,10 @@ def test_a_failover_moves_the_producers_write_to_b_and_the_return_takes_it_back(
     )
     wait_for(
         lambda: bool(
-            (operation(kube_api, namespace, "a-to-b").get("producers") or {}).get("returnedAt")
+            (operation(kube_api, namespace, "a-to-b").get("movedRights") or {}).get("returnedAt")
         ),
         120,
-        lambda: f"the producers' WRITE taken back: {operation(kube_api, namespace, 'a-to-b')}",
+        lambda: f"the moved rights taken back: {operation(kube_api, namespace, 'a-to-b')}",
     )
     assert writes(cluster, carol_dr, carol_dr_pw, topic) == "TOPIC_AUTHORIZATION_FAILED"
     left = {g for g in grants_on(cluster, topic) if g.operation == "WRITE"}

@@ -1,0 +1,110 @@
+"""The applications' rights move with a promote or a failover (`aclSync.moveApplications`), and
+back with the Return that starts the mirror again.
+
+The runbook moves the producers of `t` to the local `t` on the target and has the consumers read
+it there beside `t.A`. There they need the rights they had on `t` on the source (WRITE, the
+reading rights), which by a failover cannot be asked any more: the workers' sync lists them on
+the target every round (worker/acl_sync.py, `applications_of`). The operation grants what was
+listed last, for the topics the mirror selects, each binding recorded as the operation's
+(`moved_by`) before it is made, so that only those go again: once the reverse mirror's Return
+has started this mirror again, the applications use the source again. A binding someone else
+made on the target is never created again, recorded or removed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from confluent_kafka import KafkaException
+
+from kafka_mirror.api.operations import MovedGrant, MovedRights, OperationStatus
+from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.controller.operation_kafka import Cluster
+from kafka_mirror.controller.status import Event
+from kafka_mirror.kafka.acl_grants import AclsRefused, Grant, applications_of, moved_by
+
+MAX_SHOWN = 200  # grants listed in the status; the count is exact
+
+
+def move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
+    """Grant on the target the applications' rights the sync listed (a promote or a failover
+    with `moveApplications`), and say what holds now in `op.moved_rights`. Idempotent: a pass
+    cut short is run again whole."""
+    if not config.acl_sync.move_applications or op.type == "Return":
+        return
+    try:
+        _move(config, target, op)
+    except (KafkaException, TimeoutError) as error:
+        # The hand-over of the records and the offsets is done: it is not held for this.
+        op.moved_rights = MovedRights(
+            message=f"the applications' rights not granted: the target did not answer ({error})"
+        )
+
+
+def _move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
+    usable, _ = config.compiled_selections()
+    listed = {
+        g
+        for g in target.recorded_grants(applications_of(config.mirror))
+        if any(selection.matches(g.name) for selection in usable)
+    }
+    if not listed:
+        op.moved_rights = MovedRights(
+            message="no application's rights listed: the sync lists the source's in a round "
+            "while the source can be read, with aclSync.moveApplications set before then"
+        )
+        return
+    try:
+        target.grant(moved_by(config.mirror), listed)
+    except AclsRefused as refused:
+        op.moved_rights = MovedRights(message=f"the applications' rights not granted: {refused}")
+        return
+    op.moved_rights = _shown(target.recorded_grants(moved_by(config.mirror)), listed)
+
+
+def _shown(held: set[Grant], listed: set[Grant]) -> MovedRights:
+    kept = len(listed - held)  # already on the target, someone else's: they stay theirs
+    return MovedRights(
+        count=len(held),
+        grants=[
+            MovedGrant(
+                topic=g.name,
+                principal=g.principal,
+                host=g.host,
+                operation=g.operation,
+                permission=g.permission,
+            )
+            for g in sorted(held)[:MAX_SHOWN]
+        ],
+        message=f"{len(held)} bindings granted on the target's local topics"
+        + (f"; {kept} were there already" if kept else ""),
+    )
+
+
+def to_return(op: OperationStatus) -> bool:
+    """Whether the grants the operation made are still to remove: the mirror was started again
+    by the reverse mirror's Return."""
+    moved = op.moved_rights
+    return op.resumed_by is not None and moved is not None and moved.returned_at is None
+
+
+def move_back(
+    config: WorkerConfig, target: Cluster | None, op: OperationStatus, now: datetime
+) -> tuple[OperationStatus, list[Event]]:
+    """Remove the grants the operation made (the applications use the source again); tried
+    again on the next refresh while the target does not answer or refuses."""
+    if target is None or op.moved_rights is None:
+        return op, []
+    try:
+        gone = target.revoke(moved_by(config.mirror))
+    except AclsRefused as refused:
+        message = f"the applications' rights on the target not removed yet: {refused}"
+        moved = op.moved_rights.model_copy(update={"message": message})
+        return op.model_copy(update={"moved_rights": moved}), []
+    except (KafkaException, TimeoutError):
+        return op, []  # the next refresh tries again
+    message = f"{len(gone)} bindings the {op.type.lower()} granted removed from the target"
+    moved = op.moved_rights.model_copy(update={"returned_at": now, "message": message})
+    return op.model_copy(update={"moved_rights": moved}), [
+        Event("Normal", "ApplicationRightsReturned", message)
+    ]
