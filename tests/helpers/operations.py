@@ -125,20 +125,20 @@ class FakeCluster:
         self._answer()
         return set(self.grant_records.get(owner, set()))
 
-    def grant(self, owner: str, grants: set[Grant]) -> None:
+    def grant(self, owner: str, grants: set[Grant]) -> set[Grant]:
         self._answer()
         if self.acls is None:
             raise AclsRefused("target", "the target has no authorizer")
         create = grants - self.acls
         self.grant_records.setdefault(owner, set()).update(create)
         self.acls |= create
+        return create
 
-    def revoke(self, owner: str) -> set[Grant]:
+    def revoke(self, owner: str, grants: set[Grant]) -> None:
         self._answer()
-        ours = self.grant_records.pop(owner, set())
+        self.grant_records[owner] = self.grant_records.get(owner, set()) - grants
         if self.acls is not None:
-            self.acls -= ours
-        return ours
+            self.acls -= grants
 
 
 @dataclass

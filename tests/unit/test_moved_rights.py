@@ -162,3 +162,34 @@ def test_a_move_and_its_return_leave_exactly_what_others_made(
     resumed = op.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="r")})
     advance(FAILOVER, resumed, status(), MOVING, None, Access(None, target), NOW)
     assert target.acls == foreign
+
+
+def test_a_forged_record_of_the_operations_cannot_make_the_return_delete_anothers_binding(
+    kafka: FakeKafka,
+) -> None:
+    """The attack review's: whoever may write the grants topic recorded B's `DENY bob WRITE` as
+    the operation's, and the Return deleted it. The Return deletes what the status lists."""
+    target = kafka.target
+    carol, bob_denied = write("orders", "User:carol"), write("orders", "User:bob", "DENY")
+    target.acls = {bob_denied}
+    target.grant_records[applications_of("ns/m")] = {carol}
+    target.grant_records[moved_by("ns/m")] = {bob_denied}  # forged
+    op = failed_over(target)
+    assert op.moved_rights is not None
+    assert {g.principal for g in op.moved_rights.grants} == {"User:carol"}
+    resumed = op.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="r")})
+    advance(FAILOVER, resumed, status(), MOVING, None, Access(None, target), NOW)
+    assert target.acls == {bob_denied}
+
+
+def test_a_pass_run_again_after_one_cut_short_still_lists_what_it_made(kafka: FakeKafka) -> None:
+    """Killed after the bindings were made, before the status said so: the next pass finds
+    them on the target, recorded as its own, and lists them, so that the Return takes them."""
+    target, carol = kafka.target, write("orders", "User:carol")
+    target.grant_records[applications_of("ns/m")] = {carol}
+    target.grant(moved_by("ns/m"), {carol})  # the pass cut short
+    op = failed_over(target)
+    assert op.moved_rights is not None and op.moved_rights.count == 1
+    resumed = op.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="r")})
+    advance(FAILOVER, resumed, status(), MOVING, None, Access(None, target), NOW)
+    assert target.acls == set()

@@ -6,9 +6,11 @@ it there beside `t.A`. There they need the rights they had on `t` on the source 
 reading rights), which by a failover cannot be asked any more: the workers' sync lists them on
 the target every round (worker/acl_sync.py, `applications_of`). The operation grants what was
 listed last, for the topics the mirror selects, each binding recorded as the operation's
-(`moved_by`) before it is made, so that only those go again: once the reverse mirror's Return
-has started this mirror again, the applications use the source again. A binding someone else
-made on the target is never created again, recorded or removed.
+(`moved_by`) before it is made, and listed in the operation's status, so that only those go
+again: once the reverse mirror's Return has started this mirror again, the applications use the
+source again, and the operator deletes what the status lists (never what the records alone say:
+whoever may write the grants topic could name a binding of someone else's there). A binding
+someone else made on the target is never created again, recorded or removed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.status import Event
 from kafka_mirror.kafka.acl_grants import AclsRefused, Grant, applications_of, moved_by
 
-MAX_SHOWN = 200  # grants listed in the status; the count is exact
+# Bindings one operation moves at most: each is listed in the status (which the Return deletes
+# by), about 150 bytes each.
+MAX_MOVED = 1000
 
 
 def move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
@@ -54,18 +58,27 @@ def _move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
             "while the source can be read, with aclSync.moveApplications set before then"
         )
         return
+    if len(listed) > MAX_MOVED:
+        op.moved_rights = MovedRights(
+            message=f"{len(listed)} bindings listed, more than the {MAX_MOVED} an operation "
+            "moves: grant them on the target by hand (the list: kafka-mirror-acls.internal)"
+        )
+        return
+    owner = moved_by(config.mirror)
     try:
-        target.grant(moved_by(config.mirror), listed)
+        created = target.grant(owner, listed)
     except AclsRefused as refused:
         op.moved_rights = MovedRights(message=f"the applications' rights not granted: {refused}")
         return
-    op.moved_rights = _shown(target.recorded_grants(moved_by(config.mirror)), listed)
+    # A pass run again after one cut short finds its own bindings there: they are recorded.
+    ours = created | (target.recorded_grants(owner) & listed)
+    op.moved_rights = _shown(ours, listed)
 
 
-def _shown(held: set[Grant], listed: set[Grant]) -> MovedRights:
-    kept = len(listed - held)  # already on the target, someone else's: they stay theirs
+def _shown(ours: set[Grant], listed: set[Grant]) -> MovedRights:
+    kept = len(listed - ours)  # already on the target, someone else's: they stay theirs
     return MovedRights(
-        count=len(held),
+        count=len(ours),
         grants=[
             MovedGrant(
                 topic=g.name,
@@ -74,9 +87,9 @@ def _shown(held: set[Grant], listed: set[Grant]) -> MovedRights:
                 operation=g.operation,
                 permission=g.permission,
             )
-            for g in sorted(held)[:MAX_SHOWN]
+            for g in sorted(ours)
         ],
-        message=f"{len(held)} bindings granted on the target's local topics"
+        message=f"{len(ours)} bindings granted on the target's local topics"
         + (f"; {kept} were there already" if kept else ""),
     )
 
@@ -95,8 +108,12 @@ def move_back(
     again on the next refresh while the target does not answer or refuses."""
     if target is None or op.moved_rights is None:
         return op, []
+    gone = {
+        Grant("TOPIC", g.topic, g.principal, g.host, g.operation, g.permission)
+        for g in op.moved_rights.grants
+    }
     try:
-        gone = target.revoke(moved_by(config.mirror))
+        target.revoke(moved_by(config.mirror), gone)
     except AclsRefused as refused:
         message = f"the applications' rights on the target not removed yet: {refused}"
         moved = op.moved_rights.model_copy(update={"message": message})

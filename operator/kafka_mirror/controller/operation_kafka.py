@@ -82,13 +82,13 @@ class Cluster(Protocol):
         """The bindings (or the list) `owner` holds here, by its records (kafka/acl_grants.py)."""
         ...
 
-    def grant(self, owner: str, grants: set[Grant]) -> None:
-        """Create those of `grants` this cluster lacks, recorded as `owner`'s; raises
-        AclsRefused (no authorizer, or no right to change ACLs)."""
+    def grant(self, owner: str, grants: set[Grant]) -> set[Grant]:
+        """Create those of `grants` this cluster lacks, recorded as `owner`'s: what it created.
+        Raises AclsRefused (no authorizer, or no right to change ACLs)."""
         ...
 
-    def revoke(self, owner: str) -> set[Grant]:
-        """Delete the bindings `owner` holds here: what was deleted. Raises AclsRefused."""
+    def revoke(self, owner: str, grants: set[Grant]) -> None:
+        """Delete `grants`, which `owner` made here. Raises AclsRefused."""
         ...
 
 
@@ -111,11 +111,11 @@ class ConfluentCluster:
     def recorded_grants(self, owner: str) -> set[Grant]:
         return self._grants.read(owner)
 
-    def grant(self, owner: str, grants: set[Grant]) -> None:
-        self._grants.grant(owner, grants)
+    def grant(self, owner: str, grants: set[Grant]) -> set[Grant]:
+        return self._grants.grant(owner, grants)
 
-    def revoke(self, owner: str) -> set[Grant]:
-        return self._grants.revoke(owner)
+    def revoke(self, owner: str, grants: set[Grant]) -> None:
+        self._grants.revoke(owner, grants)
 
     def group_offsets(self, groups: NameFilter) -> dict[str, dict[Position, int]]:
         listing = self._admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result(

@@ -260,10 +260,10 @@ class GrantRecords:
                 f"Create, Read and Write on {ACL_GRANTS_TOPIC} on the {self.cluster}",
             ) from error
 
-    def grant(self, owner: str, grants: set[Grant]) -> None:
+    def grant(self, owner: str, grants: set[Grant]) -> set[Grant]:
         """Create those of `grants` the cluster lacks, each recorded as `owner`'s first (a
         process killed in between leaves a record of a binding that may not exist, never a
-        binding unrecorded); those it has already stay whoever made them."""
+        binding unrecorded); those it has already stay whoever made them. What it created."""
         present = literal_grants(self.admin, self.cluster)
         if present is None:
             raise _no_authorizer(self.cluster)
@@ -274,6 +274,7 @@ class GrantRecords:
         except (AclsRefused, KafkaException):
             self.forget_unmade(owner, create)
             raise
+        return create
 
     def forget_unmade(self, owner: str, asked: set[Grant]) -> None:
         """After a change that failed midway: the asked bindings the cluster does not hold are
@@ -285,9 +286,7 @@ class GrantRecords:
             return
         self.record(owner, asked - (present or set()), owned=False)
 
-    def revoke(self, owner: str) -> set[Grant]:
-        """Delete every binding `owner` holds, then record them gone: what was deleted."""
-        ours = self.read(owner)
-        change(self.admin, self.cluster, set(), ours)
-        self.record(owner, ours, owned=False)
-        return ours
+    def revoke(self, owner: str, grants: set[Grant]) -> None:
+        """Delete `grants`, which `owner` made, then record them gone."""
+        change(self.admin, self.cluster, set(), grants)
+        self.record(owner, grants, owned=False)
