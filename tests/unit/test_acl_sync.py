@@ -21,8 +21,10 @@ from kafka_mirror.kafka.acl_grants import (
     copies,
     parse_record,
 )
+from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.acl_sync import (
     READING,
+    AclSync,
     SourceBinding,
     application_grants,
     plan_sync,
@@ -334,3 +336,29 @@ def test_a_deny_renamed_still_denies_the_source_name_on_the_target() -> None:
         assert Grant("TOPIC", "pay.A", principal, "*", "READ", "DENY") in grants
     local = application_grants(source, {"pay": "pay.A"}, renamed)
     assert Grant("TOPIC", "pay", "User:bob", "*", "READ", "DENY") in local
+
+
+class RecordsInMemory:
+    """The grants topic's records as AclSync writes them."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, set[Grant], bool]] = []
+
+    def record(self, owner: str, grants: set[Grant], owned: bool) -> None:
+        self.written.append((owner, set(grants), owned))
+
+
+def test_a_topic_out_of_the_plan_loses_its_listed_rights() -> None:
+    """The attack review's: a right listed for a topic then out of the plan stayed listed
+    after its revocation on the source, and a failover once the topic was back granted it."""
+    sync = AclSync(None, None, "ns/m", NameFilter((".*",)), {})  # type: ignore[arg-type]
+    records = RecordsInMemory()
+    sync.__dict__["records"] = records
+    stale = Grant("TOPIC", "hr", "User:alice", "*", "WRITE", "ALLOW")
+    held = {(applications_of("ns/m"), stale): True}
+    binding = SourceBinding("TOPIC", "LITERAL", "pay", "User:bob", "*", "WRITE", "ALLOW")
+    sync._list_applications([binding], {"pay": "pay.A"}, held)
+    assert records.written == [
+        (applications_of("ns/m"), {Grant("TOPIC", "pay", "User:bob", "*", "WRITE", "ALLOW")}, True),
+        (applications_of("ns/m"), {stale}, False),
+    ]

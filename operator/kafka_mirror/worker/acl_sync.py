@@ -266,12 +266,13 @@ class AclSync:
         held: dict[tuple[str, Grant], bool],
     ) -> None:
         """The applications' rights on the mirrored topics, listed on the target as of this
-        round; a topic out of the plan keeps its entries."""
+        round. A topic out of the plan loses its entries until it is back: kept, a right
+        revoked on the source meanwhile would be granted by a failover."""
         owner = applications_of(self.mirror)
         listed = owned_by(held, owner)
         now = application_grants(bindings, mirrored, self.principals)
         self.records.record(owner, now - listed, owned=True)
-        self.records.record(owner, {g for g in listed - now if g.name in mirrored}, owned=False)
+        self.records.record(owner, listed - now, owned=False)
 
     def _copies_on_source(self) -> set[Grant]:
         """The bindings any mirror's sync made on the source (a mirror the other way), which
