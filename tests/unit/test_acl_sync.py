@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kafka_mirror.kafka.acl_grants import (
     APPLICATIONS,
     CALL_BATCH,
+    READING,
     Grant,
     applications_of,
     change,
@@ -23,7 +24,6 @@ from kafka_mirror.kafka.acl_grants import (
 )
 from kafka_mirror.topics import NameFilter
 from kafka_mirror.worker.acl_sync import (
-    READING,
     AclSync,
     SourceBinding,
     application_grants,

@@ -5,6 +5,8 @@ target ends holding exactly what others made."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from datetime import timedelta
 
 import pytest
@@ -15,7 +17,7 @@ from kafka_mirror.api.models import AclSync
 from kafka_mirror.api.operations import OperationStatus, ResumedBy
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.operations import Access, advance
-from kafka_mirror.kafka.acl_grants import Grant, applications_of, moved_by
+from kafka_mirror.kafka.acl_grants import Grant, applications_of, moved_by, parse_record
 from tests.helpers.operations import NOW, FakeCluster, FakeKafka, spec, status
 
 MOVING = WorkerConfig.model_validate(
@@ -193,3 +195,32 @@ def test_a_pass_run_again_after_one_cut_short_still_lists_what_it_made(kafka: Fa
     resumed = op.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="r")})
     advance(FAILOVER, resumed, status(), MOVING, None, Access(None, target), NOW)
     assert target.acls == set()
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        Grant("BROKER", "kafka-cluster", "User:x", "*", "ALTER", "ALLOW"),
+        Grant("TOPIC", "orders", "User:x", "*", "ALL", "ALLOW"),
+        Grant("TOPIC", "orders", "User:x", "*", "ALTER_CONFIGS", "ALLOW"),
+        Grant("GROUP", "orders", "User:x", "*", "READ", "ALLOW"),
+        Grant("TOPIC", "orders", "User:" + "x" * 300, "*", "WRITE", "ALLOW"),
+    ],
+)
+def test_a_forged_listing_moves_nothing_but_a_topics_write_or_reading_right(
+    kafka: FakeKafka, forged: Grant
+) -> None:
+    """The second attack review's: a forged listing of Cluster ALTER was granted on B, and the
+    Return, taking every grant for a topic's, never removed it."""
+    carol = write("orders", "User:carol")
+    kafka.target.grant_records[applications_of("ns/m")] = {carol, forged}
+    failed_over(kafka.target)
+    assert kafka.target.acls == {carol}
+
+
+def test_a_record_of_a_filters_any_is_no_binding() -> None:
+    """A forged record naming ANY made the client refuse to build the binding (ValueError),
+    which held the failover in CommittingOffsets."""
+    for field, value in (("operation", "ANY"), ("permission", "ANY"), ("resource", "ANY")):
+        fields = {**asdict(write("orders", "User:x")), field: value}
+        assert parse_record(json.dumps(["ns/m#applications", fields]).encode()) is None

@@ -23,11 +23,12 @@ from kafka_mirror.api.operations import MovedGrant, MovedRights, OperationStatus
 from kafka_mirror.api.worker_config import WorkerConfig
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.status import Event
-from kafka_mirror.kafka.acl_grants import AclsRefused, Grant, applications_of, moved_by
+from kafka_mirror.kafka.acl_grants import LOCAL, AclsRefused, Grant, applications_of, moved_by
 
 # Bindings one operation moves at most: each is listed in the status (which the Return deletes
 # by), about 150 bytes each.
 MAX_MOVED = 1000
+MAX_NAME = 256  # characters of a listed topic or principal: a longer one is no binding of ours
 
 
 def move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
@@ -38,7 +39,7 @@ def move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
         return
     try:
         _move(config, target, op)
-    except (KafkaException, TimeoutError) as error:
+    except (KafkaException, TimeoutError, ValueError) as error:
         # The hand-over of the records and the offsets is done: it is not held for this.
         op.moved_rights = MovedRights(
             message=f"the applications' rights not granted: the target did not answer ({error})"
@@ -50,7 +51,7 @@ def _move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
     listed = {
         g
         for g in target.recorded_grants(applications_of(config.mirror))
-        if any(selection.matches(g.name) for selection in usable)
+        if _local_right(g) and any(selection.matches(g.name) for selection in usable)
     }
     if not listed:
         op.moved_rights = MovedRights(
@@ -71,8 +72,23 @@ def _move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
         op.moved_rights = MovedRights(message=f"the applications' rights not granted: {refused}")
         return
     # A pass run again after one cut short finds its own bindings there: they are recorded.
-    ours = created | (target.recorded_grants(owner) & listed)
+    try:
+        ours = created | (target.recorded_grants(owner) & listed)
+    except KafkaException:
+        ours = created  # those are made: listed, so that the Return takes them
     op.moved_rights = _shown(ours, listed)
+
+
+def _local_right(grant: Grant) -> bool:
+    """Whether a listed binding is one the sync lists: a topic's WRITE or reading right, of
+    names no longer than Kafka's (anyone who may write the grants topic can list anything)."""
+    return (
+        grant.resource == "TOPIC"
+        and grant.operation in LOCAL
+        and len(grant.name) <= MAX_NAME
+        and len(grant.principal) <= MAX_NAME
+        and len(grant.host) <= MAX_NAME
+    )
 
 
 def _shown(ours: set[Grant], listed: set[Grant]) -> MovedRights:
@@ -112,6 +128,9 @@ def move_back(
         Grant("TOPIC", g.topic, g.principal, g.host, g.operation, g.permission)
         for g in op.moved_rights.grants
     }
+    if not gone:  # nothing was granted: nothing to take back, nothing to say
+        moved = op.moved_rights.model_copy(update={"returned_at": now})
+        return op.model_copy(update={"moved_rights": moved}), []
     try:
         target.revoke(moved_by(config.mirror), gone)
     except AclsRefused as refused:

@@ -35,6 +35,8 @@ from kafka_mirror.kafka.client import ADMIN_TIMEOUT
 from kafka_mirror.kafka.tail import read_to_end, write_acknowledged
 
 ACL_GRANTS_TOPIC = "kafka-mirror-acls.internal"  # `.internal`: MirrorMaker 2's tools skip it
+READING = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")  # a topic's reading rights
+LOCAL = ("WRITE", *READING)  # what the applications may be given on their local topics
 ANY: Any = None  # a filter's "any value" (the client's stubs say str)
 # Bindings per create or delete call: KRaft's controller refuses a request that would write
 # over 10,000 records ("excessively large batch operation"), which a first sync of a large
@@ -188,11 +190,16 @@ def parse_record(key: bytes) -> tuple[str, Grant] | None:
         if "topic" in fields:  # written before group bindings were synced
             fields = {"resource": "TOPIC", "name": fields.pop("topic"), **fields}
         grant = Grant(**fields)
-        ResourceType[grant.resource], AclOperation[grant.operation]
-        AclPermissionType[grant.permission]
+        AclOperation[grant.operation]
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
     if not isinstance(owner, str) or not all(isinstance(v, str) for v in fields.values()):
+        return None
+    # Only what a binding of a topic or group can be: a filter's ANY (or UNKNOWN) makes no
+    # binding, and the client refuses to build one of it.
+    if grant.resource not in ("TOPIC", "GROUP") or grant.permission not in ("ALLOW", "DENY"):
+        return None
+    if grant.operation in ("ANY", "UNKNOWN"):
         return None
     return owner, grant
 
@@ -271,7 +278,7 @@ class GrantRecords:
         self.record(owner, create, owned=True)
         try:
             change(self.admin, self.cluster, create, set())
-        except (AclsRefused, KafkaException):
+        except (AclsRefused, KafkaException, TimeoutError):
             self.forget_unmade(owner, create)
             raise
         return create
@@ -282,7 +289,7 @@ class GrantRecords:
         all stay recorded, which at worst deletes later a binding that is not there."""
         try:
             present = literal_grants(self.admin, self.cluster)
-        except (AclsRefused, KafkaException):
+        except (AclsRefused, KafkaException, TimeoutError):
             return
         self.record(owner, asked - (present or set()), owned=False)
 

@@ -35,6 +35,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import ResourcePatternType
 
 from kafka_mirror.kafka.acl_grants import (
+    LOCAL,
+    READING,
     AclsRefused,
     Grant,
     GrantRecords,
@@ -54,9 +56,7 @@ from kafka_mirror.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
-READING = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")  # a topic's; a group's are READ, DESCRIBE
 GROUP_READING = ("READ", "DESCRIBE")
-LOCAL = ("WRITE", *READING)  # what the applications may be given on their local topics
 SYNCED = ("TOPIC", "GROUP")  # the resource types copied
 
 
@@ -240,11 +240,12 @@ class AclSync:
         # Recorded before it is created, deleted before it is forgotten: a worker killed in
         # between leaves a record of a binding that may not exist, never a binding unrecorded.
         self.records.record(self.mirror, plan.create, owned=True)
-        if self.applications:
-            self._list_applications(bindings, mirrored, held)
+        # Without moveApplications the list is emptied: a list left from before would grant, at
+        # a failover after the option is set again, rights revoked on the source meanwhile.
+        self._list_applications(bindings if self.applications else [], mirrored, held)
         try:
             change(self.clients.target_admin, "target", plan.create, plan.delete)
-        except (AclsRefused, KafkaException):
+        except (AclsRefused, KafkaException, TimeoutError):
             self.records.forget_unmade(self.mirror, plan.create)  # a call may have gone through
             raise
         self.records.record(self.mirror, plan.delete, owned=False)
