@@ -140,6 +140,7 @@ def same_user(*clusters: LocalKafka) -> tuple[str, str]:
     return user, password
 
 
+@pytest.mark.long  # two clusters with an authorizer and two registries for one scenario
 @pytest.mark.usefixtures("granting_operator")
 def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_schemas(
     kafka_a_acl: LocalKafka,

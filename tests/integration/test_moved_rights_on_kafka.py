@@ -53,6 +53,7 @@ def operation(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any
     return dict(mirror_status(api, namespace, name).get("operation") or {})
 
 
+@pytest.mark.long  # sync rounds of 10 s, a failover and a return through the operator
 @pytest.mark.usefixtures("granting_operator")
 def test_a_failover_moves_the_applications_rights_to_b_and_the_return_takes_them_back(
     kafka_b_acl: LocalKafka,
