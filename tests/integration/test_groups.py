@@ -108,7 +108,7 @@ def test_records_in_an_open_transaction_are_counted_per_partition(kafka_a: Local
     topic = unique("tx")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=2)
     produce(kafka_a.bootstrap_servers, topic, records(10, partitions=1))
-    source = ConfluentCluster({"bootstrap.servers": kafka_a.bootstrap_servers})
+    source = ConfluentCluster({"bootstrap.servers": kafka_a.bootstrap_servers}, "source")
     assert source.in_open_transactions([topic]) == {}
     began = datetime.now(UTC)
     open_tx = open_transaction(kafka_a.bootstrap_servers, topic, 1, 5)
