@@ -19,6 +19,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from kubernetes import client
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -27,10 +28,12 @@ from kafka_mirror.audit.main import audit
 from kafka_mirror.audit.records import with_target_ids
 from kafka_mirror.kafka.schemas import Equivalents
 from kafka_mirror.kafka.wire_format import schema_id, translated
+from kafka_mirror.kube import apply
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.schema_registry import LocalSchemaRegistry
 from tests.helpers.audit import committed_everything
 from tests.helpers.kafka import Record, create_topics, end_offsets, produce, unique
+from tests.helpers.objects import get_custom, mirror, selection
 from tests.helpers.worker import StartWorker, read_partition, wait_for, worker_config
 
 pytestmark = pytest.mark.kafka
@@ -84,6 +87,14 @@ def occupy(registry: LocalSchemaRegistry, count: int) -> None:
         registry.register(f"other-{n}-value", json.dumps(other))
 
 
+def records_on(cluster: LocalKafka, topic: str) -> int:
+    """How many records a reader gets from partition 0 of `topic`, 0 before the mirror made it.
+    Exactly once, commit markers take offsets too: the end offset is no count."""
+    if not end_offsets(cluster.bootstrap_servers, topic):
+        return 0
+    return len(read_partition(cluster, topic, 0, 0))
+
+
 def payments(start: int, count: int, version: int) -> list[dict[str, Any]]:
     values = []
     for n in range(start, start + count):
@@ -94,11 +105,13 @@ def payments(start: int, count: int, version: int) -> list[dict[str, Any]]:
     return values
 
 
+@pytest.mark.parametrize("delivery", ["atLeastOnce", "exactlyOnce"])
 def test_ids_are_translated_where_the_target_holds_other_schemas_under_them(
     kafka_a: LocalKafka,
     kafka_b: LocalKafka,
     start_worker: StartWorker,
     start_registry: StartRegistry,
+    delivery: str,
 ) -> None:
     registry_a, registry_b = start_registry("A"), start_registry("B")
     occupy(registry_b, 3)
@@ -115,11 +128,12 @@ def test_ids_are_translated_where_the_target_holds_other_schemas_under_them(
         kafka_b,
         [topic, raw],
         schemaRegistry=registry_config(registry_a, registry_b.url, topics=[topic]),
+        delivery=delivery,
     )
     worker = start_worker(config)
     remote = f"{topic}.A"
-    wait_for(lambda: end_offsets(kafka_b.bootstrap_servers, remote).get(0) == 200, 90, "copies")
-    wait_for(lambda: end_offsets(kafka_b.bootstrap_servers, f"{raw}.A").get(0) == 20, 60, "raw")
+    wait_for(lambda: records_on(kafka_b, remote) == 200, 90, "copies")
+    wait_for(lambda: records_on(kafka_b, f"{raw}.A") == 20, 60, "raw")
 
     # The applications' view on B: every record, in order, field by field.
     assert read_avro(kafka_b, registry_b, remote) == read_avro(kafka_a, registry_a, topic)
@@ -149,23 +163,33 @@ def test_ids_are_translated_where_the_target_holds_other_schemas_under_them(
     assert worker.metric("kafka_mirror_schemas_copied") == 2
 
 
+@pytest.mark.kube
+@pytest.mark.usefixtures("operator")
 def test_a_record_waits_for_its_schema_and_none_goes_ahead_of_it(
     kafka_a: LocalKafka,
     kafka_b: LocalKafka,
     start_worker: StartWorker,
     start_registry: StartRegistry,
     tmp_path: Any,
+    kube_api: client.ApiClient,
+    namespace: str,
 ) -> None:
     """The target's registry is down when the records come: none is copied, the partition
-    says what it waits for, and everything follows once the registry answers."""
+    and the mirror's status say what it waits for, and everything follows once the registry
+    answers."""
     registry_a = start_registry("A")
     absent_b = LocalSchemaRegistry("B", tmp_path / "registry-B-late")
     topic = unique("payments-")
     create_topics(kafka_a.bootstrap_servers, [topic], partitions=1)
     produce_avro(kafka_a, registry_a, topic, payment(1), payments(0, 50, 1))
+    registries = registry_config(registry_a, absent_b.url)
     config = worker_config(
-        kafka_a, kafka_b, [topic], schemaRegistry=registry_config(registry_a, absent_b.url)
+        kafka_a, kafka_b, [topic], mirror=f"{namespace}/pay", schemaRegistry=registries
     )
+    # The mirror as the operator knows it, its worker run here as its pod would.
+    source, target = ({"bootstrapServers": kafka.bootstrap_servers} for kafka in (kafka_a, kafka_b))
+    apply(kube_api, selection("payments", namespace, "pay", [topic]))
+    apply(kube_api, mirror("pay", namespace, source, target, schemaRegistry=registries))
     worker = start_worker(config)
     wait_for(
         lambda: worker.metric("kafka_mirror_schemas_waiting", state="pending") == 1,
@@ -179,15 +203,32 @@ def test_a_record_waits_for_its_schema_and_none_goes_ahead_of_it(
     )
     remote = f"{topic}.A"
     assert end_offsets(kafka_b.bootstrap_servers, remote).get(0, 0) == 0
-    _committed_metadata(kafka_a, config, topic, "waiting for schema id 1")
+    _committed_metadata(kafka_a, config, topic, "waits for schema id 1 (unreachable)")
+    unreachable = schemas_condition(kube_api, namespace, "RegistryUnreachable")
+    assert unreachable["message"].startswith("1 partitions wait for schema ids 1: "), unreachable
 
     try:
         absent_b.start()
         occupy(absent_b, 2)  # it comes back holding other schemas under the same ids
         wait_for(lambda: end_offsets(kafka_b.bootstrap_servers, remote).get(0) == 50, 90, "copies")
         assert read_avro(kafka_b, absent_b, remote) == payments(0, 50, 1)
+        schemas_condition(kube_api, namespace, "NoneWaiting")
     finally:
         absent_b.remove()
+
+
+def schemas_condition(api: client.ApiClient, namespace: str, reason: str) -> dict[str, Any]:
+    """The mirror `pay`'s SchemasSynced condition, once it has `reason`."""
+    found: list[dict[str, Any]] = [{}]
+
+    def has_reason() -> bool:
+        status = get_custom(api, namespace, "kafkamirrors", "pay").get("status", {})
+        conditions = status.get("conditions", [])
+        found[0] = next((c for c in conditions if c["type"] == "SchemasSynced"), {})
+        return found[0].get("reason") == reason
+
+    wait_for(has_reason, 60, lambda: f"SchemasSynced {reason}; it is {found[0]}")
+    return found[0]
 
 
 def test_a_schema_under_a_subject_not_copied_waits_and_says_which(

@@ -67,12 +67,25 @@ def test_a_record_of_a_topic_no_longer_mirrored_gets_no_copy_of_its_schema() -> 
 
 def test_a_waiting_id_is_asked_for_until_copied_and_a_refused_one_when_retried() -> None:
     schemas = sync()
-    assert "waiting for schema id 7" in schemas.want("t", 7)
+    assert schemas.want("t", 7).startswith("waits for schema id 7 (pending): ")
     schemas.want("t", 8)
     assert schemas.pending == {("t", 7), ("t", 8)}
     ready = schemas.apply(SchemaRound(copied={("t", 7): 21}, refused={("t", 8): "not listed"}))
     assert ready == {("t", 7)} and schemas.ids == {"t": {7: 21}}
     assert schemas.pending == frozenset()  # 8 is asked for again when its record is retried
-    assert schemas.want("t", 8) == "not listed" and schemas.pending == {("t", 8)}
+    assert schemas.wait_reason("t", 8) == "waits for schema id 8 (refused): not listed"
+    assert schemas.want("t", 8) == schemas.wait_reason("t", 8)
+    assert schemas.pending == {("t", 8)}
     assert schemas.apply(SchemaRound(copied={("t", 8): 22})) == {("t", 8)}
     assert schemas.refused == {} and schemas.ids == {"t": {7: 21, 8: 22}}
+
+
+def test_a_wait_says_the_registry_is_unreachable_until_a_round_reaches_it() -> None:
+    schemas = sync()
+    schemas.want("t", 7)
+    schemas.apply(SchemaRound(unavailable="the target registry does not answer: refused"))
+    assert schemas.wait_reason("t", 7) == (
+        "waits for schema id 7 (unreachable): the target registry does not answer: refused"
+    )
+    schemas.apply(SchemaRound())
+    assert schemas.wait_reason("t", 7).startswith("waits for schema id 7 (pending)")

@@ -323,6 +323,7 @@ def observe_mirror(
         rpo_target_seconds=requested.rpo_target_seconds,
         acknowledged_lost_to_retention=requested.acknowledged_lost_to_retention,
         standby=inputs.standby,
+        schema_registry=spec.schema_registry is not None,
     )
     status = mirror_status(observation, previous, now)
     events = mirror_events(previous, status)

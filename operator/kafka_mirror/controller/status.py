@@ -18,6 +18,7 @@ from kafka_mirror.api.status import (
 )
 from kafka_mirror.controller.conditions import condition, progress_conditions
 from kafka_mirror.controller.schedule import runs_between
+from kafka_mirror.kafka.formats import read_schema_wait
 from kafka_mirror.kafka.observe import PartitionProgress
 from kafka_mirror.topics import TopicPlan
 
@@ -25,6 +26,11 @@ MAX_TOPIC_STATUSES = 100  # per-topic lag and latency, largest lag first
 MAX_TOPIC_NAMES = 500  # activeTopics and matchedTopics; the counts are exact
 MAX_SKIPPED = 100
 MAX_PARTITION_PROBLEMS = 20
+SCHEMA_WAIT_REASONS = {
+    "refused": "SchemaRefused",  # a person must act: the reason says what
+    "unreachable": "RegistryUnreachable",
+    "pending": "SchemaPending",
+}
 STALE_AFTER_RUNS = 3  # scheduled runs since the last report: the first two had time to report
 
 
@@ -76,6 +82,7 @@ class MirrorObservation:
     rpo_target_seconds: int | None = None
     acknowledged_lost_to_retention: int = 0  # spec.acknowledgedLostToRetention
     standby: str | None = None  # why the mirror stands by (spec.standbyFor), if it does
+    schema_registry: bool = False  # spec.schemaRegistry is set
 
 
 @dataclass(frozen=True)
@@ -306,7 +313,30 @@ def mirror_status(
     ]
     if obs.rpo_target_seconds is not None:
         status.conditions.append(_rpo_condition(status, obs.rpo_target_seconds, gen, before, now))
+    if obs.schema_registry:
+        status.conditions.append(_schemas_condition(kafka, gen, before, now))
     return status
+
+
+def _schemas_condition(
+    kafka: KafkaState | None, gen: int, before: list[Condition], now: datetime
+) -> Condition:
+    """Whether any record waits for its schema to reach the target's registry, as the workers'
+    commit notes say (`read_schema_wait`); the worst state names the reason."""
+    if kafka is None:
+        message = "the workers' offsets were not read this time"
+        return condition(before, "SchemasSynced", None, "NotObserved", message, gen, now)
+    waits = [(found, p.problem) for p in kafka.progress if (found := read_schema_wait(p.problem))]
+    if not waits:
+        message = "no mirrored record waits for its schema"
+        return condition(before, "SchemasSynced", True, "NoneWaiting", message, gen, now)
+    states = {state for (_, state), _ in waits}
+    worst = next(state for state in ("refused", "unreachable", "pending") if state in states)
+    ids = sorted({schema_id for (schema_id, _), _ in waits})
+    named = ", ".join(map(str, ids[:5])) + (", …" if len(ids) > 5 else "")
+    first = next(problem for (_, state), problem in waits if state == worst)
+    message = f"{len(waits)} partitions wait for schema ids {named}: {first}"
+    return condition(before, "SchemasSynced", False, SCHEMA_WAIT_REASONS[worst], message, gen, now)
 
 
 def _rpo_condition(

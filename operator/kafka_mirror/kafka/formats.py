@@ -7,11 +7,12 @@ names are MirrorMaker 2's, so `MirrorClient` and `RemoteClusterUtils` read what 
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 HEARTBEATS_TOPIC = "heartbeats"
 PROVENANCE_HEADER = "kmirror.src"
@@ -282,3 +283,25 @@ def read_commit_note(metadata: str) -> tuple[str, RetentionLoss | None]:
         except ValueError:
             pass
     return metadata, None
+
+
+SchemaWaitState = Literal["pending", "unreachable", "refused"]
+# A partition's commit note when it stops at a record whose schema is not on the target's
+# registry: `stopped at <topic>[<p>] offset <n>: waits for schema id <id> (<state>): <why>`.
+# Topic names have no spaces or colons, so the operator reads it back unambiguously.
+_SCHEMA_WAIT = re.compile(
+    r"stopped at \S+ offset \d+: waits for schema id (\d+) \((pending|unreachable|refused)\)"
+)
+
+
+def schema_wait_reason(schema_id: int, state: SchemaWaitState, why: str) -> str:
+    """Why a partition stops at a record waiting for its schema (`read_schema_wait`)."""
+    return f"waits for schema id {schema_id} ({state}): {why}"
+
+
+def read_schema_wait(problem: str) -> tuple[int, SchemaWaitState] | None:
+    """The schema id and state a partition's problem says it waits for, if it does."""
+    found = _SCHEMA_WAIT.match(problem)
+    if found is None:
+        return None
+    return int(found[1]), cast(SchemaWaitState, found[2])

@@ -35,6 +35,7 @@ from confluent_kafka.schema_registry import (
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from kafka_mirror.api.worker_config import SchemaRegistryConnection
+from kafka_mirror.kafka.formats import schema_wait_reason
 from kafka_mirror.topics import NameFilter
 
 log = logging.getLogger(__name__)
@@ -141,13 +142,18 @@ class SchemaSync:
 
     def want(self, topic: str, schema_id: int) -> str:
         """A record of `topic` waits for this id; why, in words, for the partition's status."""
-        wanted = (topic, schema_id)
-        self.wanted.add(wanted)
+        self.wanted.add((topic, schema_id))
         self.pending = frozenset(self.wanted)
-        if wanted in self.refused:
-            return self.refused[wanted]
-        where = f" ({self.unavailable})" if self.unavailable else ""
-        return f"waiting for schema id {schema_id} to be copied to the target's registry{where}"
+        return self.wait_reason(topic, schema_id)
+
+    def wait_reason(self, topic: str, schema_id: int) -> str:
+        """Why a record of `topic` waits for this id, as the last round left it."""
+        refused = self.refused.get((topic, schema_id))
+        if refused is not None:
+            return schema_wait_reason(schema_id, "refused", refused)
+        if self.unavailable:
+            return schema_wait_reason(schema_id, "unreachable", self.unavailable)
+        return schema_wait_reason(schema_id, "pending", "being copied to the target's registry")
 
     def apply(self, found: SchemaRound) -> set[Wanted]:
         """A round's result; returns what records may now go on with."""

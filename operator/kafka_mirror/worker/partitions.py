@@ -148,7 +148,8 @@ class Partitions:
         self, ready: set[tuple[str, int]], refused: dict[tuple[str, int], str]
     ) -> None:
         """Partitions waiting for the `ready` schemas go on; those waiting for a `refused` one
-        say why and try again later."""
+        say why and try again later; the others say how the last round left their wait."""
+        assert self.schemas is not None
         waiting = [
             f for f in self.flows.values() if f.stop is not None and f.stop.schema_id is not None
         ]
@@ -159,8 +160,11 @@ class Partitions:
             if wanted in ready:
                 going_on.append(flow)
             elif wanted in refused:
-                self.stop(flow, flow.stop.offset, refused[wanted], STOP_RETRY_SECONDS)
+                reason = self.schemas.wait_reason(*wanted)
+                self.stop(flow, flow.stop.offset, reason, STOP_RETRY_SECONDS)
                 flow.stop.schema_id = wanted[1]
+            else:
+                flow.stop.reason = self.schemas.wait_reason(*wanted)
         self._resume(going_on)
 
     def refuse(self, flow: PartitionFlow, offset: int, error: KafkaError) -> None:
