@@ -76,11 +76,13 @@ def run_operation(args: argparse.Namespace) -> None:
                 if status.get("phase") == "Completed":
                     print(json.dumps({k: status.get(k) for k in ("rpo", "committed")}, indent=2))
                     if skipped := status.get("skippedGroups"):
-                        # Their members on the target read on from `auto.offset.reset`.
+                        # They read on from `auto.offset.reset` or their old offsets.
+                        why = status.get("skippedReasons") or {}
+                        named = "; ".join(f"{g} ({why.get(g, 'see the log')})" for g in skipped)
                         sys.exit(
-                            f"{kind} completed, but these groups had members on the target and "
-                            f"got no offsets: {', '.join(skipped)}; stop them, then commit by "
-                            "hand from status.operation or the checkpoints"
+                            f"{kind} completed, but these groups got none or not all of their "
+                            f"offsets: {named}; stop their members or grant the right, then "
+                            "commit by hand from the checkpoints"
                         )
                     return
             if time.monotonic() > deadline:

@@ -66,11 +66,13 @@ class FakeCluster:
     """One cluster in memory, as an operation uses it: the groups' committed offsets, the groups
     with members, the newest checkpoints, and each commit asked of it. A copy here sits at its
     original's offset; no copy tells more of the RPO than the status. Every call fails while
-    `down`, and so do the calls numbered in `failing` (from 0, over the cluster's life)."""
+    `down`, and so do the calls numbered in `failing` (from 0, over the cluster's life); commits
+    to the partitions in `refusing` are refused."""
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[Position, int]] = {}
         self.members: set[str] = set()
+        self.refusing: dict[Position, str] = {}  # partitions whose commits the cluster refuses
         self.checkpoints: dict[CheckpointKey, Checkpoint] = {}
         self.commits: list[tuple[str, dict[Position, int]]] = []
         self.open_transactions: dict[Position, OpenTransactions] = {}
@@ -105,9 +107,10 @@ class FakeCluster:
             return Committed(active=True)
         self.commits.append((group, dict(offsets)))
         held = self.groups.setdefault(group, {})
-        changed = {tp: o for tp, o in offsets.items() if held.get(tp) != o}
-        held.update(offsets)
-        return Committed(offsets=changed)
+        refused = {tp: why for tp, why in self.refusing.items() if tp in offsets}
+        changed = {tp: o for tp, o in offsets.items() if held.get(tp) != o and tp not in refused}
+        held.update(changed)
+        return Committed(offsets=changed, refused=refused)
 
     def committed_offsets(self, group: str) -> dict[Position, int]:
         self._answer()

@@ -118,7 +118,7 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     assert a_to_b["spec"]["operation"]["id"] == "a-lost"
     assert condition(a_to_b, "OperationDone")["reason"] == "Resumed"
     b_to_a = get_custom(kube_api, namespace, "kafkamirrors", "b-to-a")
-    assert condition(b_to_a, "Ready")["reason"] == "Returned"
+    assert condition(b_to_a, "OperationDone")["reason"] == "Returned"
     reasons = {e.reason for e in client.CoreV1Api(kube_api).list_namespaced_event(namespace).items}
     assert {"ReturnStarted", "ResumingMirror", "Returned"} <= reasons, reasons
     # What A held but never mirrored reaches B now.

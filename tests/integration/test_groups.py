@@ -64,6 +64,41 @@ def test_a_group_with_members_on_the_target_gets_nothing(kafka_b: LocalKafka) ->
         member.close()
 
 
+class StaleLook(GroupCoordinator):
+    """The group's description as it was before a member joined: the race between a hand-over's
+    look at the group and its commit, made certain. The commit goes to the real coordinator."""
+
+    def describe(self, group: str, timeout: float = 10) -> tuple[ConsumerGroupState, set[str]]:
+        return ConsumerGroupState.EMPTY, set()
+
+
+def test_a_commit_the_coordinator_refuses_is_reported_never_counted(kafka_b: LocalKafka) -> None:
+    """A member joins between the look and the commit: what the real coordinator answers is a
+    refusal the hand-over reports (the group skipped, with Kafka's reason), not a commit; a
+    group the cluster never knew is idle, and committed to."""
+    topic, group = unique("t.A"), unique("joined")
+    create_topics(kafka_b.bootstrap_servers, [topic], partitions=2)
+    groups = GroupCoordinator({"bootstrap.servers": kafka_b.bootstrap_servers})
+    fresh = commit_to_idle_group(groups, unique("never-seen"), {(topic, 0): 0}, exact=True)
+    assert fresh.skipped is None and fresh.offsets == {(topic, 0): 0}
+    member = Consumer({"bootstrap.servers": kafka_b.bootstrap_servers, "group.id": group})
+    member.subscribe([topic])
+
+    def joined() -> bool:
+        member.poll(0.2)
+        return bool(member.assignment())
+
+    try:
+        wait_for(joined, 60, "the member to join its group")
+        stale = StaleLook({"bootstrap.servers": kafka_b.bootstrap_servers})
+        committed = commit_to_idle_group(stale, group, {(topic, 0): 5, (topic, 1): 5}, exact=True)
+        assert committed.skipped is not None and committed.offsets == {}, committed
+        print(f"the coordinator's answer: {committed.skipped}")
+        assert committed_offsets(groups, group) == {}
+    finally:
+        member.close()
+
+
 def test_a_member_that_stops_polling_is_sighted_absent_from_its_group_once_it_left(
     kafka_a: LocalKafka,
 ) -> None:

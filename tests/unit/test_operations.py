@@ -211,7 +211,31 @@ def test_the_commit_hands_over_exactly_what_the_checkpoints_say(
     assert kafka.target.groups["g"] == {("t.A", 0): 7}
     assert ("r" in kafka.target.groups) == (kind == "Promote")
     assert "busy" not in kafka.target.groups
-    assert "left alone (members on the target): busy" in done.message
+    assert "not handed over: busy (members on the target)" in done.message
+
+
+def test_a_group_whose_commit_the_target_refuses_in_part_is_skipped_and_not_listed(
+    kafka: FakeKafka,
+) -> None:
+    """A member that joined between the check and the commit, or a right missing on one topic:
+    the target keeps one partition. The group is skipped with Kafka's reason, none of its offsets
+    listed (the status lists only what B holds as the hand-over wanted), the others committed."""
+    kafka.target.checkpoints = {
+        ("g", "t.A", 0): Checkpoint("g", "t.A", 0, 70, 7, ""),
+        ("g", "t.A", 1): Checkpoint("g", "t.A", 1, 80, 8, ""),
+        ("h", "t.A", 0): Checkpoint("h", "t.A", 0, 50, 5, ""),
+    }
+    kafka.target.refusing = {("t.A", 1): "UNKNOWN_MEMBER_ID"}
+    requested = spec({"type": "Failover", "id": "x"})
+    op = OperationStatus(id="x", type="Failover", phase="CommittingOffsets")
+    done, _ = advance(requested, op, status(), CONFIG, {"t": "t.A"}, kafka.access(), NOW)
+    assert done is not None and done.phase == "Completed"
+    assert [(c.group, c.topic, c.partition, c.offset) for c in done.committed] == [
+        ("h", "t.A", 0, 5)
+    ]
+    assert done.skipped_groups == ["g"]
+    assert done.skipped_reasons == {"g": "the target refused t.A[1]: UNKNOWN_MEMBER_ID"}
+    assert "not handed over: g (the target refused t.A[1]: UNKNOWN_MEMBER_ID)" in done.message
 
 
 def test_with_operation_says_ready_false_for_the_reason_asked() -> None:

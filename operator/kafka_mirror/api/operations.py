@@ -159,7 +159,15 @@ class OperationStatus(StatusModel):
     )
     committed: list[CommittedOffset] = Field(default_factory=list)
     committed_count: int = 0
-    skipped_groups: list[str] = Field(default_factory=list)
+    skipped_groups: list[str] = Field(
+        default_factory=list,
+        description="Groups that got none or not all of their offsets: members on the target "
+        "(their own commits win), or the target refused the commit; none of their offsets is "
+        "listed under `committed`, and the CLI exits non-zero naming them.",
+    )
+    skipped_reasons: dict[str, str] = Field(
+        default_factory=dict, description="Why, for each of the first 100 `skippedGroups`."
+    )
     resumed_by: ResumedBy | None = None
     moved_rights: MovedRights | None = None
     reverse_uid: str | None = Field(

@@ -182,7 +182,9 @@ class MirrorInputs:
     @cached_property
     def standby(self) -> str | None:
         """Why the mirror stands by for the one that goes the other way, if it does."""
-        return standing_by(self.name, self.spec, KubeMirrors(self.api, self.namespace))
+        return standing_by(
+            self.name, self.spec, self.previous.operation, KubeMirrors(self.api, self.namespace)
+        )
 
     @cached_property
     def running_spec(self) -> KafkaMirrorSpec:

@@ -28,7 +28,7 @@ from kafka_mirror.api.operations import (
 )
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller import applications
+from kafka_mirror.controller import applications, standby
 from kafka_mirror.controller.conditions import condition
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
@@ -39,6 +39,7 @@ from kafka_mirror.kafka.groups import CheckpointKey
 from kafka_mirror.topics import TopicNamer
 
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
+MAX_SKIPPED_REASONS, MAX_REASON = 100, 300  # why groups were skipped, in the status
 MAX_PENDING_SHOWN = 3
 PACE_KEPT = timedelta(seconds=30)  # a catch-up's pace shown while its lag reads the same
 DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver", "Return": "Returned"}
@@ -65,9 +66,10 @@ def current(spec: KafkaMirrorSpec, status: OperationStatus | None) -> OperationS
 def stops_workers(spec: KafkaMirrorSpec, status: OperationStatus | None) -> bool:
     """Whether the workers must be stopped: from a failover's start, after the catch-up of a
     promote or a return, and for as long as the spec names the operation, unless the Return of
-    the reverse mirror has started them again."""
+    the reverse mirror has started them again, or the Return completed on a mirror that stands
+    by (the standby says then)."""
     requested = spec.operation
-    if requested is None:
+    if requested is None or standby.returned(spec, status):
         return False
     started = current(spec, status)
     if started is not None and started.resumed_by is not None:
@@ -152,10 +154,10 @@ def _commit(
         for group, offsets in _reverse(config, source).items():
             wanted.setdefault(group, {}).update(offsets)
     listed: list[CommittedOffset] = []
-    skipped: list[str] = []
+    skipped: dict[str, str] = {}
     for group, offsets in sorted(wanted.items()):
-        if target.commit_exactly(group, offsets).active:
-            skipped.append(group)
+        if why := target.commit_exactly(group, offsets).skipped:
+            skipped[group] = why[:MAX_REASON]
             continue
         # What the group holds now, committed by us or before: the offsets it resumes from.
         held = target.committed_offsets(group)
@@ -165,7 +167,8 @@ def _commit(
         ]
     # Set once all went through: a pass cut short by Kafka is run again whole.
     op.committed, op.committed_count = listed[:MAX_COMMITTED], len(listed)
-    op.skipped_groups = skipped
+    op.skipped_groups = list(skipped)
+    op.skipped_reasons = dict(list(skipped.items())[:MAX_SKIPPED_REASONS])
 
 
 def _step(
@@ -283,7 +286,10 @@ def _pace(progress: CatchUpProgress) -> str:
 
 def _committed_summary(op: OperationStatus) -> str:
     rpo = op.rpo or Rpo()
-    skipped = f"; left alone (members on the target): {', '.join(op.skipped_groups)}"
+    reasons = [f"{g} ({op.skipped_reasons.get(g, 'see the log')})" for g in op.skipped_groups]
+    skipped = f"; not handed over: {', '.join(reasons[:MAX_PENDING_SHOWN])}" + (
+        f" and {len(reasons) - MAX_PENDING_SHOWN} more" if len(reasons) > MAX_PENDING_SHOWN else ""
+    )
     return (
         f"{op.committed_count} group offsets committed on the target; "
         # A promote's source is there to read what it took after the catch-up: no bound.
@@ -407,11 +413,13 @@ def with_operation(
     gen = status.observed_generation
     others = [c for c in status.conditions if c.type not in ("Ready", "OperationDone")]
     ready = [c for c in status.conditions if c.type == "Ready"]
-    if op.resumed_by is None:
-        ready = [condition(previous.conditions, "Ready", False, reason, message, gen, now)]
-    else:
+    if op.resumed_by is not None:
         by = op.resumed_by
         reason, message = "Resumed", f"{message}; started again by {by.mirror}'s Return {by.id}"
+    elif not standby.returned(spec, previous.operation):
+        # A returned standby's Ready is its own (Standby, or Mirroring in the next cycle), from
+        # the refresh after the one its Return completed in (the standby read that record).
+        ready = [condition(previous.conditions, "Ready", False, reason, message, gen, now)]
     status.conditions = [
         *ready,
         *others,

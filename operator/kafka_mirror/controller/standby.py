@@ -7,8 +7,11 @@ Failover completes, and again once the reverse mirror's own Return has started t
 mirror again. A planned switchover is then one change (the Promote), and the whole cycle runs
 from a GitOps repository that holds both mirrors, whatever order they are applied in.
 
-An operation of the mirror's own (its Return) takes over from the standby: the Return's
-catch-up needs the workers, and its end stops them.
+An operation of the mirror's own (its Return) takes over from the standby while it runs: the
+Return's catch-up needs the workers. Once it completed, the standby decides again: the mirror
+stands by while the forward mirror mirrors, and runs once that mirror's next Promote or Failover
+completes. So the operations can stay in the repository's files: the next DR cycle changes only
+their ids, and the Return of the last cycle does not keep the reverse mirror stopped in this one.
 """
 
 from __future__ import annotations
@@ -16,14 +19,28 @@ from __future__ import annotations
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import KafkaMirrorSpec
-from kafka_mirror.api.operations import record_of
+from kafka_mirror.api.operations import OperationStatus, record_of
 from kafka_mirror.controller.resume import Mirrors
 
 
-def standing_by(name: str, spec: KafkaMirrorSpec, mirrors: Mirrors) -> str | None:
-    """Why the mirror stands by, or None when it runs."""
+def returned(spec: KafkaMirrorSpec, record: OperationStatus | None) -> bool:
+    """Whether the mirror stands by for another and its own operation is a completed Return:
+    the standby, not the Return, says whether it runs."""
+    done = record_of(spec.operation, record)
+    return (
+        spec.standby_for is not None
+        and done is not None
+        and done.type == "Return"
+        and done.phase == "Completed"
+    )
+
+
+def standing_by(
+    name: str, spec: KafkaMirrorSpec, record: OperationStatus | None, mirrors: Mirrors
+) -> str | None:
+    """Why the mirror stands by, or None when it runs. `record` is its own operation's status."""
     other = spec.standby_for
-    if other is None or spec.operation is not None:
+    if other is None or (spec.operation is not None and not returned(spec, record)):
         return None
     waiting = f"standing by for {other}: no workers until its Promote or Failover completes"
     if other == name:

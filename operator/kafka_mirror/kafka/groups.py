@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, KafkaException
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
 
 from kafka_mirror.kafka.client import Position
 from kafka_mirror.kafka.coordinator import GroupCoordinator
@@ -23,6 +23,14 @@ from kafka_mirror.kafka.tail import read_to_end
 log = logging.getLogger(__name__)
 
 IDLE_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
+# What a coordinator answers a commit from outside a group that has members (or just got one).
+MEMBERS_ERRORS = {
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.FENCED_MEMBER_EPOCH,
+    KafkaError.STALE_MEMBER_EPOCH,
+}
 
 CheckpointKey = tuple[str, str, int]  # group, downstream topic, partition
 
@@ -33,6 +41,18 @@ class Committed:
 
     active: bool = False  # the group has members on the target: nothing committed
     offsets: dict[Position, int] = field(default_factory=dict)  # committed now
+    refused: dict[Position, str] = field(default_factory=dict)  # the target kept these: why
+
+    @property
+    def skipped(self) -> str | None:
+        """Why the group did not get every offset wanted, or None when it did."""
+        if self.active:
+            return "members on the target"
+        if not self.refused:
+            return None
+        (topic, partition), why = sorted(self.refused.items())[0]
+        more = f" and {len(self.refused) - 1} more" if len(self.refused) > 1 else ""
+        return f"the target refused {topic}[{partition}]{more}: {why}"
 
 
 def committed_offsets(coordinator: GroupCoordinator, group: str) -> dict[Position, int]:
@@ -41,11 +61,43 @@ def committed_offsets(coordinator: GroupCoordinator, group: str) -> dict[Positio
     return {key: found.offset for key, found in coordinator.committed(group).items()}
 
 
+def _kafka_error(error: KafkaException) -> KafkaError | None:
+    found = error.args[0] if error.args else None
+    return found if isinstance(found, KafkaError) else None
+
+
+def _code(error: KafkaException) -> int | None:
+    found = _kafka_error(error)
+    return None if found is None else found.code()
+
+
+def _passing(error: KafkaException) -> bool:
+    """An error worth asking again for (a coordinator moving, a timeout, no answer), not an
+    answer about the group."""
+    found = _kafka_error(error)
+    return (
+        found is None
+        or found.retriable()
+        or found.code()
+        in (
+            KafkaError._TIMED_OUT,
+            KafkaError._TRANSPORT,
+            KafkaError.COORDINATOR_NOT_AVAILABLE,
+            KafkaError.NOT_COORDINATOR,
+            KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        )
+    )
+
+
 def is_active(coordinator: GroupCoordinator, group: str) -> bool:
+    """Whether the group has members or is rebalancing. A failed describe raises: taken for
+    "no members", a hand-over would commit under a running application."""
     try:
         state, members = coordinator.describe(group)
-    except KafkaException:
-        return False  # the group does not exist on the cluster yet
+    except KafkaException as error:
+        if _code(error) == KafkaError.GROUP_ID_NOT_FOUND:
+            return False  # the group does not exist on the cluster yet
+        raise
     return bool(members) or state not in IDLE_STATES
 
 
@@ -53,27 +105,32 @@ def commit_to_idle_group(
     coordinator: GroupCoordinator, group: str, wanted: dict[Position, int], exact: bool = False
 ) -> Committed:
     """Commit `wanted` to `group` if the group is idle: where it moves the group forward, or
-    (`exact`, a hand-over) wherever it differs from what the group holds."""
-    if is_active(coordinator, group):
-        return Committed(active=True)
-    current = committed_offsets(coordinator, group)
-    updates = {
-        tp: offset
-        for tp, offset in wanted.items()
-        if (offset != current.get(tp) if exact else offset > current.get(tp, -1))
-    }
-    if not updates:
-        return Committed()
+    (`exact`, a hand-over) wherever it differs from what the group holds. What the target
+    refuses is in `refused` (every partition, for a refusal of the whole request); an error
+    worth asking again for raises."""
     try:
+        if is_active(coordinator, group):
+            return Committed(active=True)
+        current = committed_offsets(coordinator, group)
+        updates = {
+            tp: offset
+            for tp, offset in wanted.items()
+            if (offset != current.get(tp) if exact else offset > current.get(tp, -1))
+        }
+        if not updates:
+            return Committed()
         refused = coordinator.commit(group, updates)
     except KafkaException as error:
-        # A member may have joined since we looked; it owns its offsets now.
+        if _passing(error):
+            raise
         log.info("not committing offsets of group %s on the target: %s", group, error)
-        return Committed(active=True)
+        if _code(error) in MEMBERS_ERRORS:
+            return Committed(active=True)  # a member joined since we looked: its offsets
+        return Committed(refused=dict.fromkeys(wanted, str(error)))
     for (topic, partition), why in refused.items():
         log.info("group %s kept %s[%d]: %s", group, topic, partition, why)
         updates.pop((topic, partition), None)
-    return Committed(offsets=updates)
+    return Committed(offsets=updates, refused=refused)
 
 
 def read_checkpoints(
