@@ -73,6 +73,8 @@ def run_operation(args: argparse.Namespace) -> None:
                 if line != shown:
                     print(line, flush=True)
                     shown = line
+                if status.get("phase") == "Failed":
+                    sys.exit(f"{kind} {operation_id} failed: {status.get('message', '')}")
                 if status.get("phase") == "Completed":
                     print(json.dumps({k: status.get(k) for k in ("rpo", "committed")}, indent=2))
                     if skipped := status.get("skippedGroups"):

@@ -17,7 +17,7 @@ from kafka_mirror.controller.operation_kafka import OpenTransactions
 from kafka_mirror.controller.operations import Access
 from kafka_mirror.controller.resume import Forward, Mirrors
 from kafka_mirror.controller.rpo import rpo_of
-from kafka_mirror.kafka.acl_grants import AclsRefused, Grant
+from kafka_mirror.kafka.acl_grants import AclsRefused, Grant, NoAuthorizer
 from kafka_mirror.kafka.client import Position
 from kafka_mirror.kafka.formats import Checkpoint
 from kafka_mirror.kafka.groups import CheckpointKey, Committed
@@ -67,9 +67,11 @@ class FakeCluster:
     with members, the newest checkpoints, and each commit asked of it. A copy here sits at its
     original's offset; no copy tells more of the RPO than the status. Every call fails while
     `down`, and so do the calls numbered in `failing` (from 0, over the cluster's life); commits
-    to the partitions in `refusing` are refused."""
+    to the partitions in `refusing` are refused. Its partitions' ends are `ends`; the offsets in
+    `markers` hold transaction markers, the others data records."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "target") -> None:
+        self.name = name
         self.groups: dict[str, dict[Position, int]] = {}
         self.members: set[str] = set()
         self.refusing: dict[Position, str] = {}  # partitions whose commits the cluster refuses
@@ -77,6 +79,9 @@ class FakeCluster:
         self.commits: list[tuple[str, dict[Position, int]]] = []
         self.open_transactions: dict[Position, OpenTransactions] = {}
         self.acls: set[Grant] | None = set()  # None: no authorizer
+        self.acls_refused = False  # the mirror's principal may not change them
+        self.ends: dict[Position, int] = {}
+        self.markers: set[tuple[Position, int]] = set()
         self.grant_records: dict[str, set[Grant]] = {}  # owner → what it holds
         self.down = False
         self.failing: set[int] = set()
@@ -131,14 +136,32 @@ class FakeCluster:
     def grant(self, owner: str, grants: set[Grant]) -> set[Grant]:
         self._answer()
         if self.acls is None:
-            raise AclsRefused("target", "the target has no authorizer")
+            raise NoAuthorizer(self.name)
+        if self.acls_refused:
+            raise AclsRefused(self.name, f"the {self.name} refuses to change its ACLs")
         create = grants - self.acls
         self.grant_records.setdefault(owner, set()).update(create)
         self.acls |= create
         return create
 
+    def end_offsets(self, topics: list[str]) -> dict[Position, int]:
+        self._answer()
+        return {key: end for key, end in self.ends.items() if key[0] in topics}
+
+    def records_written(self, since: dict[Position, int]) -> dict[str, int]:
+        self._answer()
+        written: dict[str, int] = {}
+        for key, end in self.ends.items():
+            if key[0] in {t for t, _ in since}:
+                data = [o for o in range(since.get(key, 0), end) if (key, o) not in self.markers]
+                if data:
+                    written[key[0]] = written.get(key[0], 0) + len(data)
+        return written
+
     def revoke(self, owner: str, grants: set[Grant]) -> None:
         self._answer()
+        if self.acls_refused:
+            raise AclsRefused(self.name, f"the {self.name} refuses to change its ACLs")
         self.grant_records[owner] = self.grant_records.get(owner, set()) - grants
         if self.acls is not None:
             self.acls -= grants
@@ -148,7 +171,7 @@ class FakeCluster:
 class FakeKafka:
     """A mirror's source and target, in memory."""
 
-    source: FakeCluster = field(default_factory=FakeCluster)
+    source: FakeCluster = field(default_factory=lambda: FakeCluster("source"))
     target: FakeCluster = field(default_factory=FakeCluster)
 
     def access(self, mirrors: Mirrors | None = None) -> Access:

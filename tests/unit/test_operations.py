@@ -264,14 +264,16 @@ class Refresh:
     source_up: bool
     patch_lost: bool  # its status patch never reached the API server (a restart)
     forward_starts: bool  # a Return's forward mirror renders its workers if marked
+    source_written: bool  # a producer nobody stopped writes a record to the source after it
 
 
 @given(
-    kind=st.sampled_from(["Promote", "Failover", "Return"]),
+    kind=st.sampled_from(["Promote", "FencedPromote", "Failover", "Return"]),
     refreshes=st.lists(
         st.builds(
             Refresh,
             st.integers(0, 3),
+            st.booleans(),
             st.booleans(),
             st.booleans(),
             st.booleans(),
@@ -289,15 +291,21 @@ def test_phases_only_move_forward_and_an_id_completes_once(
     kafka = FakeKafka()
     kafka.source.failing, kafka.target.failing = failing  # Kafka raising at any of these calls
     kafka.source.groups = {"g": {("t", 0): 5}}
+    kafka.source.ends = {("t", 0): 5}
     config = REVERSE if kind == "Return" else CONFIG
     remote = f"t.{config.source.alias}"
     forward = failed_over()
     mirrors = FakeMirrors(forward) if kind == "Return" else None
-    requested = spec({"type": kind, "id": "x", **({"resume": "a-to-b"} if mirrors else {})})
+    fenced = kind == "FencedPromote"
+    asked = {"type": "Promote", "fence": True} if fenced else {"type": kind}
+    requested = spec({**asked, "id": "x", **({"resume": "a-to-b"} if mirrors else {})})
     phases = [p for p in PHASES if mirrors or p != "ResumingMirror"]
+    phases = (["Fencing"] if fenced else []) + phases
+    written_past = False  # a record reached the source after its ends were read
     lag, replicas = 3, 2
     stored: OperationStatus | None = None  # what the status on the API server holds
     stopped_seen = False  # a refresh stopping the workers saw none run
+    at = NOW
     handovers: list[bool] = []  # per commit pass gone through: whether its patch was lost
     for refresh in refreshes:
         upstream = 5 if refresh.checkpoint_current else 4
@@ -307,10 +315,14 @@ def test_phases_only_move_forward_and_an_id_completes_once(
         commits = len(kafka.target.commits)
         seen = status(lag=lag, replicas=replicas)
         access = Access(source, kafka.target, mirrors)
-        result, events = advance(requested, stored, seen, config, mirrored, access, NOW)
+        result, events = advance(requested, stored, seen, config, mirrored, access, at)
         assert result is not None
         if stored is None:  # a failover stops at once; the others hand over from a live source
-            assert result.phase == ("StoppingWorkers" if kind == "Failover" else "CatchingUp")
+            first = {"Failover": "StoppingWorkers", "FencedPromote": "Fencing"}
+            assert result.phase == first.get(kind, "CatchingUp")
+        elif result.phase == "Failed":  # only a fence fails, and only once written past
+            assert stored.phase in ("Fencing", "Failed") and written_past
+            assert stored.phase == "Failed" or len(kafka.target.commits) == 0
         else:
             before, after = phases.index(stored.phase), phases.index(result.phase)
             assert before <= after <= before + 1  # never backwards, one phase at a time
@@ -329,9 +341,13 @@ def test_phases_only_move_forward_and_an_id_completes_once(
             assert stored is not None and stored.phase == "CommittingOffsets" and stopped_seen
         if result.phase == "Completed" and mirrors:  # a Return once the forward mirror runs
             assert forward.status.replicas
-        # A promote stops nothing before it has caught up; a failover stops at once.
+        # A promote stops nothing before it has fenced and caught up, nor after it failed; a
+        # failover stops at once.
         stopped = operations.stops_workers(requested, result)
-        assert stopped == (kind == "Failover" or result.phase != "CatchingUp")
+        running = ("Fencing", "CatchingUp", "Failed")
+        assert stopped == (kind == "Failover" or result.phase not in running)
+        if result.phase == "Failed" and result.fence and result.fence.lifted_at:
+            assert kafka.source.acls == set()  # the fence lifted whole
         # The operator keeps nothing in memory: a restart is a refresh like any other, and
         # a refresh whose status patch was lost (killed before it) is done again.
         if not refresh.patch_lost:
@@ -344,6 +360,10 @@ def test_phases_only_move_forward_and_an_id_completes_once(
         record = forward.status.operation
         if refresh.forward_starts and record is not None and record.resumed_by is not None:
             forward.status.replicas = 1
+        if refresh.source_written and fenced and stored is not None and stored.phase == "Fencing":
+            kafka.source.ends[("t", 0)] += 1
+            written_past |= stored.fence is not None and stored.fence.checked_from is not None
+        at += timedelta(seconds=2)
     # Again only where its patch was lost: the status never went back before the hand-over.
     assert all(handovers[:-1])
     if stored is not None and stored.phase == "Completed":

@@ -30,13 +30,16 @@ class StatusModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
+VALIDATIONS = "x-kubernetes-validations"
+
+
 def cel(rule: str, message: str, message_expression: str | None = None) -> dict[str, Any]:
     """A CEL validation rule for the generated CRD schema; the message expression, when given,
     is what the API server says (the message is its fallback)."""
     validation = {"rule": rule, "message": message}
     if message_expression is not None:
         validation["messageExpression"] = message_expression
-    return {"x-kubernetes-validations": [validation]}
+    return {VALIDATIONS: [validation]}
 
 
 def section(model: type[BaseModel], description: str) -> Any:

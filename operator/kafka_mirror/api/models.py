@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kafka_mirror.api.autoscaling import Autoscaling
-from kafka_mirror.api.base import ApiModel, cel, section
+from kafka_mirror.api.base import VALIDATIONS, ApiModel, cel, section
 from kafka_mirror.api.clusters import KafkaCluster
 from kafka_mirror.api.operations import (
     IDENTITY_RETURN_MESSAGE,
@@ -268,7 +268,6 @@ class SelectionGrant(ApiModel):
         )
 
 
-VALIDATIONS = "x-kubernetes-validations"
 ALIASES_MESSAGE = "source and target must have different aliases"
 
 

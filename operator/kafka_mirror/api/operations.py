@@ -8,14 +8,24 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kafka_mirror.api.base import ApiModel, StatusModel, cel
+from kafka_mirror.api.base import VALIDATIONS, ApiModel, StatusModel, cel
 
 OperationType = Literal["Promote", "Failover", "Return"]
-Phase = Literal["CatchingUp", "StoppingWorkers", "CommittingOffsets", "ResumingMirror", "Completed"]
+Phase = Literal[
+    "Fencing",
+    "CatchingUp",
+    "StoppingWorkers",
+    "CommittingOffsets",
+    "ResumingMirror",
+    "Completed",
+    "Failed",
+]
 MIRROR_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 MirrorName = Annotated[str, Field(min_length=1, max_length=253, pattern=MIRROR_NAME)]
 RESUME_RULE = "has(self.resume) == (self.type == 'Return')"
 RESUME_MESSAGE = "resume names the mirror to start again: required for Return, only for Return"
+FENCE_RULE = "!has(self.fence) || self.type == 'Promote'"
+FENCE_MESSAGE = "fence is for Promote only (a failover's source is lost; a Return lifts the fence)"
 
 
 IDENTITY_RETURN_RULE = (
@@ -34,7 +44,14 @@ IDENTITY_RETURN_MESSAGE = (
 class MirrorOperation(ApiModel):
     """A requested operation. The operator runs each id once."""
 
-    model_config = ConfigDict(json_schema_extra=cel(RESUME_RULE, RESUME_MESSAGE))
+    model_config = ConfigDict(
+        json_schema_extra={
+            VALIDATIONS: [
+                *cel(RESUME_RULE, RESUME_MESSAGE)[VALIDATIONS],
+                *cel(FENCE_RULE, FENCE_MESSAGE)[VALIDATIONS],
+            ]
+        }
+    )
 
     type: OperationType = Field(
         description="`Promote`: planned, the source is healthy: mirror to lag 0, write the "
@@ -55,11 +72,21 @@ class MirrorOperation(ApiModel):
         description="`Return` only: the KafkaMirror, in this namespace, to start again; it "
         "must mirror the opposite way (its source is this mirror's target).",
     )
+    fence: bool | None = Field(
+        default=None,
+        description="`Promote` only: before the final drain, deny WRITE on the selected topics "
+        "on the source to every principal, check that their ends stop moving, and keep the "
+        "deny until the reverse mirror's Return; if anything is written past it, lift it and "
+        "fail (docs/runbook-dr.md). Default: on when `spec.reverse` names the way back (a "
+        "switchover) and the naming policy is not identity.",
+    )
 
     @model_validator(mode="after")
     def _resume_only_for_return(self) -> MirrorOperation:
         if (self.resume is not None) != (self.type == "Return"):
             raise ValueError(RESUME_MESSAGE)
+        if self.fence is not None and self.type != "Promote":
+            raise ValueError(FENCE_MESSAGE)
         return self
 
 
@@ -140,6 +167,35 @@ class MovedRights(StatusModel):
     )
 
 
+class SourceFence(StatusModel):
+    """A promote's fence on the source (docs/runbook-dr.md): the topics whose WRITE it denies to
+    every principal, and the ends it checks stand still."""
+
+    topics: list[str] = Field(
+        default_factory=list,
+        description="The topics on whose literal name the operation created `DENY WRITE` for "
+        "`User:*` (a deny that was there before is not listed and stays its maker's); the "
+        "bindings a lift deletes.",
+    )
+    authorizer: bool = Field(
+        default=True,
+        description="False: the source has no authorizer, so nothing is denied; the ends were "
+        "only checked to stand still.",
+    )
+    placed_at: datetime | None = None
+    checked_from: datetime | None = Field(
+        default=None, description="When the ends it checks stand still were read."
+    )
+    ends: dict[str, list[int]] = Field(
+        default_factory=dict, description="Each fenced topic's end offsets by partition."
+    )
+    holds_since: datetime | None = Field(
+        default=None, description="When the check passed: the final drain started."
+    )
+    lifted_at: datetime | None = None
+    message: str = ""
+
+
 class OperationStatus(StatusModel):
     """What the operator did for `spec.operation`, step by step."""
 
@@ -170,6 +226,7 @@ class OperationStatus(StatusModel):
     )
     resumed_by: ResumedBy | None = None
     moved_rights: MovedRights | None = None
+    fence: SourceFence | None = None
     reverse_uid: str | None = Field(
         default=None,
         description="Promote and Failover: the uid of `spec.reverse`, the only mirror whose "

@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException
 
 from kafka_mirror.api.operations import MovedGrant, MovedRights, OperationStatus
 from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.controller.fence import denies as fence_denies
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.status import Event
 from kafka_mirror.kafka.acl_grants import LOCAL, AclsRefused, Grant, applications_of, moved_by
@@ -48,9 +49,11 @@ def move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
 
 def _move(config: WorkerConfig, target: Cluster, op: OperationStatus) -> None:
     usable, _ = config.compiled_selections()
+    # The fence's denies on the source are listed by the sync too; they are no application's.
+    fenced = fence_denies(op.fence.topics) if op.fence is not None else set()
     listed = {
         g
-        for g in target.recorded_grants(applications_of(config.mirror))
+        for g in target.recorded_grants(applications_of(config.mirror)) - fenced
         if _local_right(g) and any(selection.matches(g.name) for selection in usable)
     }
     if not listed:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Protocol
 
-from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.api.operations import Rpo
@@ -87,6 +87,15 @@ class Cluster(Protocol):
         Raises AclsRefused (no authorizer, or no right to change ACLs)."""
         ...
 
+    def end_offsets(self, topics: list[str]) -> dict[Position, int]:
+        """Each partition's end (its high watermark) of those of `topics` that exist."""
+        ...
+
+    def records_written(self, since: dict[Position, int]) -> dict[str, int]:
+        """The data records (transaction markers are none) past `since` on those partitions,
+        per topic that has any; what cannot be read in time counts as written."""
+        ...
+
     def revoke(self, owner: str, grants: set[Grant]) -> None:
         """Delete `grants`, which `owner` made here. Raises AclsRefused."""
         ...
@@ -144,23 +153,56 @@ class ConfluentCluster:
     def rpo_on_target(self, status: KafkaMirrorStatus, source_alias: str) -> Rpo:
         return rpo_on_target(status, self._settings, source_alias)
 
-    def in_open_transactions(self, topics: list[str]) -> dict[Position, OpenTransactions]:
+    def _ends(self, topics: list[str], isolation: IsolationLevel) -> dict[Position, int]:
         metadata = self._admin.list_topics(timeout=ADMIN_TIMEOUT).topics
         asked = [
             TopicPartition(t, p) for t in topics if t in metadata for p in metadata[t].partitions
         ]
-        ends = {}
-        for isolation in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
-            futures = self._admin.list_offsets(
-                {tp: OffsetSpec.latest() for tp in asked},  # type: ignore[no-untyped-call]
-                isolation_level=isolation,
-                request_timeout=ADMIN_TIMEOUT,
-            )
-            ends[isolation] = {
-                (tp.topic, tp.partition): f.result(timeout=ADMIN_TIMEOUT).offset
-                for tp, f in futures.items()
-            }
-        high, stable = ends[IsolationLevel.READ_UNCOMMITTED], ends[IsolationLevel.READ_COMMITTED]
+        futures = self._admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in asked},  # type: ignore[no-untyped-call]
+            isolation_level=isolation,
+            request_timeout=ADMIN_TIMEOUT,
+        )
+        return {
+            (tp.topic, tp.partition): f.result(timeout=ADMIN_TIMEOUT).offset
+            for tp, f in futures.items()
+        }
+
+    def end_offsets(self, topics: list[str]) -> dict[Position, int]:
+        return self._ends(topics, IsolationLevel.READ_UNCOMMITTED)
+
+    def records_written(self, since: dict[Position, int]) -> dict[str, int]:
+        ends = self.end_offsets(sorted({t for t, _ in since}))
+        moved = {k: (since.get(k, 0), end) for k, end in ends.items() if end > since.get(k, 0)}
+        if not moved:
+            return {}
+        counted: dict[Position, int] = {}
+        consumer = reader(self._settings, "kafka-mirror-operator-fence")  # read uncommitted
+        try:
+            consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in moved.items()])
+            deadline = time.monotonic() + ADMIN_TIMEOUT
+            while moved and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=1000, timeout=0.05):
+                    key = (message.topic() or "", message.partition() or 0)
+                    error = message.error()
+                    if key not in moved:
+                        continue
+                    if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                        del moved[key]  # read past the end, markers and all
+                    elif error is None and (message.offset() or 0) < moved[key][1]:
+                        counted[key] = counted.get(key, 0) + 1
+        finally:
+            consumer.close()
+        for key, (start, end) in moved.items():  # not read to the end in time: all counted
+            counted[key] = end - start
+        by_topic: dict[str, int] = {}
+        for (topic, _), records in counted.items():
+            by_topic[topic] = by_topic.get(topic, 0) + records
+        return by_topic
+
+    def in_open_transactions(self, topics: list[str]) -> dict[Position, OpenTransactions]:
+        high = self._ends(topics, IsolationLevel.READ_UNCOMMITTED)
+        stable = self._ends(topics, IsolationLevel.READ_COMMITTED)
         pending = {key: stable[key] for key in high if high[key] > stable[key]}
         opened = self._written_at(pending) if pending else {}
         return {key: OpenTransactions(high[key] - stable[key], opened.get(key)) for key in pending}

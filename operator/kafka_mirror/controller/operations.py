@@ -28,7 +28,7 @@ from kafka_mirror.api.operations import (
 )
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller import applications, standby
+from kafka_mirror.controller import applications, fence, standby
 from kafka_mirror.controller.conditions import condition
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
@@ -76,7 +76,7 @@ def stops_workers(spec: KafkaMirrorSpec, status: OperationStatus | None) -> bool
         return False
     if requested.type == "Failover":
         return True
-    return started is not None and started.phase != "CatchingUp"
+    return started is not None and started.phase not in ("Fencing", "CatchingUp", "Failed")
 
 
 def running_spec(spec: KafkaMirrorSpec, status: OperationStatus | None) -> KafkaMirrorSpec:
@@ -181,7 +181,9 @@ def _step(
     now: datetime,
 ) -> None:
     """Move `op` on by at most one phase, saying in its message what it waits for."""
-    if op.phase == "CatchingUp":
+    if op.phase == "Fencing":
+        fence.step(config, op, access.source, mirrored, now)
+    elif op.phase == "CatchingUp":
         if mirrored is None or access.source is None:
             op.message = (
                 f"the source cannot be read: a {requested.type.lower()} mirrors it to lag 0 "
@@ -327,10 +329,17 @@ def advance(
     if op is None:
         # A promote and a return hand over from a live source: nothing it took is left behind.
         first: Phase = "StoppingWorkers" if requested.type == "Failover" else "CatchingUp"
+        if fence.wanted(spec, requested):
+            first = "Fencing"
         op = OperationStatus(id=requested.id, type=requested.type, phase=first, started_at=now)
         started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
         return _with_reverse(spec, config, op, access), [started]
     op = _with_reverse(spec, config, op, access)
+    if fence.to_lift(op):
+        op = op.model_copy(deep=True)
+        return op, fence.lift(config, access.source, op, now)
+    if op.phase == "Failed":
+        return op, []
     if op.phase == "Completed":
         if applications.to_return(op):
             return applications.move_back(config, access.target, op, now)
@@ -345,6 +354,8 @@ def advance(
         # Each step of starting the forward mirror again is worth an event of its own.
         resuming = op.phase == "ResumingMirror" and op.message != said
         return op, [Event("Normal", op.phase, op.message)] if resuming else []
+    if op.phase == "Failed":
+        return op, [Event("Warning", f"{requested.type}Failed", op.message)]
     reason = DONE_REASON[requested.type] if op.phase == "Completed" else op.phase
     return op, [Event("Normal", reason, op.message)]
 
@@ -416,9 +427,10 @@ def with_operation(
     if op.resumed_by is not None:
         by = op.resumed_by
         reason, message = "Resumed", f"{message}; started again by {by.mirror}'s Return {by.id}"
-    elif not standby.returned(spec, previous.operation):
-        # A returned standby's Ready is its own (Standby, or Mirroring in the next cycle), from
-        # the refresh after the one its Return completed in (the standby read that record).
+    elif op.phase != "Failed" and not standby.returned(spec, previous.operation):
+        # A failed operation left the mirror running, and a returned standby's Ready is its own
+        # (Standby, or Mirroring in the next cycle), from the refresh after the one its Return
+        # completed in (the standby read that record): their Ready is their own.
         ready = [condition(previous.conditions, "Ready", False, reason, message, gen, now)]
     status.conditions = [
         *ready,

@@ -6,7 +6,8 @@ Each cluster's `ACL_GRANTS_TOPIC` (compacted) holds one record per owner and bin
 the owner holds it, `0` once it deleted it, so that another worker, the operator, or either
 after a restart knows which bindings are theirs: a binding someone else made is never deleted.
 An owner is a mirror (`ns/name`: the bindings its sync copied), `moved_by(mirror)` (the rights
-an operation granted the applications on the target's local topics) or
+an operation granted the applications on the target's local topics), `fenced_by(mirror)` (the
+denies a promote's fence placed on the source's topics) or
 `applications_of(mirror)`, which is a list and no binding: the applications' rights the source
 gives on the mirrored topics, as they would read on the target's local topics, kept so that a
 failover knows them once the source is lost.
@@ -70,6 +71,11 @@ def moved_by(mirror: str) -> str:
     return f"{mirror}#moved"
 
 
+def fenced_by(mirror: str) -> str:
+    """The owner of the denies a promote of the mirror placed on its source (its fence)."""
+    return f"{mirror}#fence"
+
+
 class AclsRefused(Exception):
     """A cluster (`source` or `target`) will not have its ACLs read or changed, or its grants
     recorded: the message says what to grant."""
@@ -79,10 +85,13 @@ class AclsRefused(Exception):
         self.cluster = cluster
 
 
-def _no_authorizer(cluster: str) -> AclsRefused:
-    return AclsRefused(
-        cluster, f"the {cluster} has no authorizer: its topics are open to every principal"
-    )
+class NoAuthorizer(AclsRefused):
+    """The cluster checks no ACL: a binding made there would hold nothing."""
+
+    def __init__(self, cluster: str) -> None:
+        super().__init__(
+            cluster, f"the {cluster} has no authorizer: its topics are open to every principal"
+        )
 
 
 def name_of(value: object) -> str:
@@ -152,7 +161,7 @@ def change(admin: AdminClient, cluster: str, create: set[Grant], delete: set[Gra
     except KafkaException as error:
         code = error.args[0].code()
         if code == KafkaError.SECURITY_DISABLED:
-            raise _no_authorizer(cluster) from error
+            raise NoAuthorizer(cluster) from error
         if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
             raise AclsRefused(
                 cluster,
@@ -273,7 +282,7 @@ class GrantRecords:
         binding unrecorded); those it has already stay whoever made them. What it created."""
         present = literal_grants(self.admin, self.cluster)
         if present is None:
-            raise _no_authorizer(self.cluster)
+            raise NoAuthorizer(self.cluster)
         create = grants - present
         self.record(owner, create, owned=True)
         try:

@@ -1,0 +1,190 @@
+"""A promote's fence on the source: nothing written there after the final drain is left behind.
+
+A planned switchover drains A→B to lag 0, but a producer the runbook forgot keeps writing to A,
+and what it writes after the drain stays on A. So before the drain, a fenced Promote denies
+WRITE on the selected topics to `User:*` (literal bindings, each recorded as the fence's in
+Kafka before it is made, and listed in the operation's status, which is what a lift deletes),
+waits for the deny to reach every broker, then checks that the topics' ends stand still for
+FENCE_SETTLE: a record written past the deny (a super user, whom no ACL binds; an authorizer
+that is off) lifts the fence and fails the operation, naming the topics and the records. A
+transaction marker moves an end too and is no write: only data records count. The mirror reads
+A and writes nothing to its selected topics there, so the deny does not stop it. The fence
+stays after the promote and is lifted once the reverse mirror's Return has started the mirror
+again, when the applications come back to A. Confluent's cluster-link cutover fences, verifies
+and rolls back the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from confluent_kafka import KafkaException
+
+from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.operations import MirrorOperation, OperationStatus, SourceFence
+from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.controller.operation_kafka import Cluster
+from kafka_mirror.controller.status import Event
+from kafka_mirror.kafka.acl_grants import AclsRefused, Grant, NoAuthorizer, fenced_by
+from kafka_mirror.kafka.client import Position
+
+# A new binding reaching every broker, and produce requests authorized before it landing.
+FENCE_SPREAD = timedelta(seconds=3)
+FENCE_SETTLE = timedelta(seconds=10)  # the ends stand still this long, or the fence fails
+MAX_SHOWN = 3
+
+
+def wanted(spec: KafkaMirrorSpec, requested: MirrorOperation) -> bool:
+    """Whether the operation fences its source: asked, or by default in a switchover (the
+    mirror names its way back). Under identity naming the way back writes the same topics on
+    the source, which a fence would deny it, so it is not fenced unless asked."""
+    if requested.type != "Promote":
+        return False
+    if requested.fence is not None:
+        return requested.fence
+    return spec.reverse is not None and spec.topic_naming.policy != "identity"
+
+
+def denies(topics: list[str]) -> set[Grant]:
+    return {Grant("TOPIC", t, "User:*", "*", "WRITE", "DENY") for t in topics}
+
+
+def step(
+    config: WorkerConfig,
+    op: OperationStatus,
+    source: Cluster | None,
+    mirrored: dict[str, str] | None,
+    now: datetime,
+) -> None:
+    """Move the fencing on by one step: place the denies, read the ends once they hold
+    everywhere, then after FENCE_SETTLE go on to the drain, or lift the fence and fail."""
+    if mirrored is None or source is None:
+        op.message = "the source cannot be read: a fenced promote fences it first"
+        return
+    fence = op.fence
+    if fence is None:
+        _place(config, op, source, sorted(mirrored), now)
+    elif fence.checked_from is None:
+        if fence.placed_at is None or now >= fence.placed_at + FENCE_SPREAD:
+            fence.ends = _by_topic(source.end_offsets(sorted(mirrored)))
+            fence.checked_from = now
+            until = now + FENCE_SETTLE
+            op.message = f"{_what(fence, len(mirrored))}: checking its ends stand until {until:%T}"
+    else:
+        written = source.records_written(_positions(fence.ends))
+        if written:
+            _fail(config, op, source, written, now)
+        elif now >= fence.checked_from + FENCE_SETTLE:
+            fence.holds_since = now
+            seconds = FENCE_SETTLE.total_seconds()
+            fence.message = (
+                f"{_what(fence, len(mirrored))}: nothing written for {seconds:.0f} s"
+                + ("" if fence.authorizer else " (no authorizer: nothing is denied)")
+            )
+            op.phase, op.message = "CatchingUp", fence.message
+
+
+def _place(
+    config: WorkerConfig, op: OperationStatus, source: Cluster, topics: list[str], now: datetime
+) -> None:
+    if config.topic_naming.policy == "identity":
+        op.fence = SourceFence(placed_at=now)
+        failed(
+            op,
+            "a fence would deny the way back its writes: under identity naming it writes these "
+            "same topics on the source; stop the producers, then promote with fence: false",
+            now,
+        )
+        return
+    owner = fenced_by(config.mirror)
+    try:
+        created = source.grant(owner, denies(topics))
+    except NoAuthorizer:
+        op.fence = SourceFence(authorizer=False, placed_at=now)
+        op.message = "the source has no authorizer: nothing can be denied, its ends are checked"
+        return
+    except AclsRefused as refused:
+        op.fence = SourceFence(placed_at=now)
+        failed(op, f"the fence could not be placed: {refused}; or promote with fence: false", now)
+        return
+    # A pass run again after one cut short finds its own denies there: they are recorded.
+    ours = created | (source.recorded_grants(owner) & denies(topics))
+    op.fence = SourceFence(topics=sorted(g.name for g in ours), placed_at=now)
+    op.message = (
+        f"WRITE denied on {len(topics)} topics of the source; waiting "
+        f"{FENCE_SPREAD.total_seconds():.0f} s for every broker to hold it"
+    )
+
+
+def _fail(
+    config: WorkerConfig,
+    op: OperationStatus,
+    source: Cluster,
+    written: dict[str, int],
+    now: datetime,
+) -> None:
+    shown = ", ".join(f"{t} {n}" for t, n in sorted(written.items())[:MAX_SHOWN])
+    why = (
+        "a principal no ACL binds (a super user) writes there"
+        if op.fence is not None and op.fence.authorizer
+        else "the source has no authorizer"
+    )
+    failed(
+        op,
+        f"{sum(written.values())} records written to the source after its fence ({shown}): "
+        f"{why}; nothing was promoted, the mirror goes on; stop those producers and ask again "
+        "with a new id",
+        now,
+    )
+    lift(config, source, op, now)
+
+
+def failed(op: OperationStatus, message: str, now: datetime) -> None:
+    op.phase, op.completed_at, op.message = "Failed", now, message
+
+
+def _what(fence: SourceFence, topics: int) -> str:
+    return f"the source fenced ({topics} topics)" if fence.authorizer else "the source unfenced"
+
+
+def _by_topic(ends: dict[Position, int]) -> dict[str, list[int]]:
+    topics: dict[str, list[int]] = {}
+    for (topic, partition), end in sorted(ends.items()):
+        listed = topics.setdefault(topic, [])
+        listed.extend([0] * (partition + 1 - len(listed)))
+        listed[partition] = end
+    return topics
+
+
+def _positions(ends: dict[str, list[int]]) -> dict[Position, int]:
+    return {(t, p): end for t, listed in ends.items() for p, end in enumerate(listed)}
+
+
+def to_lift(op: OperationStatus) -> bool:
+    """Whether the fence's denies are still to delete: the operation failed, or the reverse
+    mirror's Return started the mirror again."""
+    fence = op.fence
+    if fence is None or fence.lifted_at is not None or not fence.topics:
+        return False
+    return op.phase == "Failed" or op.resumed_by is not None
+
+
+def lift(
+    config: WorkerConfig, source: Cluster | None, op: OperationStatus, now: datetime
+) -> list[Event]:
+    """Delete the denies the fence lists (tried again on the next refresh while the source
+    does not answer or refuses) and say so."""
+    fence = op.fence
+    if source is None or fence is None:
+        return []
+    try:
+        source.revoke(fenced_by(config.mirror), denies(fence.topics))
+    except AclsRefused as refused:
+        fence.message = f"the fence not lifted yet: {refused}"
+        return []
+    except (KafkaException, TimeoutError) as error:
+        fence.message = f"the fence not lifted yet: the source did not answer ({error})"
+        return []
+    fence.lifted_at = now
+    fence.message = f"the fence lifted: WRITE allowed again on {len(fence.topics)} topics"
+    return [Event("Normal", "FenceLifted", fence.message)]

@@ -1,0 +1,229 @@
+"""A promote's fence on the source (controller/fence.py), against the clusters in memory: the
+denies placed and recorded, the ends checked after they spread, the drain only once nothing was
+written for the settle interval, a write past the fence failing the operation with the fence
+lifted and the workers left running, and the lift after the Return."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.operations import MirrorOperation, OperationStatus, ResumedBy
+from kafka_mirror.api.status import KafkaMirrorStatus
+from kafka_mirror.api.worker_config import WorkerConfig
+from kafka_mirror.controller import applications, operations
+from kafka_mirror.controller.fence import FENCE_SETTLE, FENCE_SPREAD, denies, wanted
+from kafka_mirror.controller.operations import advance
+from kafka_mirror.controller.status import Event
+from kafka_mirror.kafka.acl_grants import Grant, applications_of, fenced_by
+from tests.helpers.operations import CONFIG, NOW, FakeKafka, spec, status
+
+MIRRORED = {"t": "t.A", "u": "u.A"}
+SWITCHOVER = {"type": "Promote", "id": "move"}
+THEIRS = Grant("TOPIC", "u", "User:*", "*", "WRITE", "DENY")  # a deny someone else made
+
+
+@pytest.fixture
+def kafka() -> FakeKafka:
+    kafka = FakeKafka()
+    kafka.source.ends = {("t", 0): 100, ("t", 1): 40, ("u", 0): 7}
+    return kafka
+
+
+def refresh(
+    kafka: FakeKafka,
+    op: OperationStatus | None,
+    at: datetime,
+    requested: KafkaMirrorSpec | None = None,
+    config: WorkerConfig = CONFIG,
+    source_up: bool = True,
+) -> tuple[OperationStatus, list[Event]]:
+    requested = requested or spec(SWITCHOVER, reverse="b-to-a")
+    access = operations.Access(kafka.source if source_up else None, kafka.target)
+    mirrored = MIRRORED if source_up else None
+    result, events = advance(requested, op, status(replicas=1), config, mirrored, access, at)
+    assert result is not None
+    return result, events
+
+
+def fenced(kafka: FakeKafka) -> tuple[OperationStatus, datetime]:
+    """A switchover whose fence was placed and whose ends were read: checking from `at`."""
+    op, events = refresh(kafka, None, NOW)
+    assert op.phase == "Fencing" and events[0].reason == "PromoteStarted"
+    op, _ = refresh(kafka, op, NOW)  # places the denies
+    at = NOW + FENCE_SPREAD
+    op, _ = refresh(kafka, op, at)  # reads the ends
+    assert op.fence is not None and op.fence.checked_from == at
+    return op, at
+
+
+def test_a_switchover_denies_writes_then_drains_once_the_ends_stood_still(
+    kafka: FakeKafka,
+) -> None:
+    op, events = refresh(kafka, None, NOW)
+    assert op.phase == "Fencing" and not operations.stops_workers(spec(SWITCHOVER), op)
+    op, _ = refresh(kafka, op, NOW)
+    assert op.fence is not None and op.fence.topics == ["t", "u"]
+    assert kafka.source.acls == denies(["t", "u"])
+    # Recorded as the fence's in Kafka, so a restarted operator (or a person) knows them.
+    assert kafka.source.grant_records[fenced_by(CONFIG.mirror)] == denies(["t", "u"])
+    assert "waiting 3 s" in op.message
+    # Not read before the deny reached every broker: a produce authorized before it may land.
+    op, _ = refresh(kafka, op, NOW + FENCE_SPREAD / 2)
+    assert op.fence is not None and op.fence.checked_from is None
+    kafka.source.ends[("t", 0)] = 103  # landed before the ends were read: no write past it
+    op, _ = refresh(kafka, op, NOW + FENCE_SPREAD)
+    assert op.fence is not None and op.fence.ends == {"t": [103, 40], "u": [7]}
+    op, _ = refresh(kafka, op, NOW + FENCE_SPREAD + FENCE_SETTLE / 2)
+    assert op.phase == "Fencing"
+    op, events = refresh(kafka, op, NOW + FENCE_SPREAD + FENCE_SETTLE)
+    assert op.phase == "CatchingUp" and [e.reason for e in events] == ["CatchingUp"]
+    assert op.fence is not None and op.fence.holds_since is not None
+    assert "nothing written for 10 s" in op.message
+    # The denies stay through the hand-over: nothing lifts them before the Return.
+    assert kafka.source.acls == denies(["t", "u"])
+
+
+def test_a_record_written_past_the_fence_lifts_it_and_fails_the_operation(
+    kafka: FakeKafka,
+) -> None:
+    op, at = fenced(kafka)
+    kafka.source.ends[("t", 1)] = 45
+    kafka.source.markers = {(("t", 1), 44)}  # an aborted transaction's marker is no write
+    failed, events = refresh(kafka, op, at + timedelta(seconds=1))
+    assert failed.phase == "Failed" and failed.completed_at is not None
+    assert "4 records written to the source after its fence (t 4)" in failed.message
+    assert "super user" in failed.message and "new id" in failed.message
+    assert [e.type for e in events] == ["Warning"] and events[0].reason == "PromoteFailed"
+    assert kafka.source.acls == set() and failed.fence is not None
+    assert failed.fence.lifted_at is not None
+    # The mirror runs on, as before the operation; the id is done.
+    requested = spec(SWITCHOVER, reverse="b-to-a")
+    assert not operations.stops_workers(requested, failed)
+    again, events = refresh(kafka, failed, at + timedelta(seconds=30))
+    assert again == failed and events == []
+
+
+def test_only_markers_past_the_fence_let_it_hold(kafka: FakeKafka) -> None:
+    op, at = fenced(kafka)
+    kafka.source.ends[("t", 0)] = 101
+    kafka.source.markers = {(("t", 0), 100)}  # a transaction open before the fence committed
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    assert op.phase == "CatchingUp"
+
+
+def test_a_failed_operation_leaves_ready_to_the_mirror(kafka: FakeKafka) -> None:
+    op, at = fenced(kafka)
+    kafka.source.ends[("u", 0)] = 9
+    failed, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    requested = spec(SWITCHOVER, reverse="b-to-a")
+    seen = KafkaMirrorStatus(operation=failed)
+    operations.with_operation(seen, requested, KafkaMirrorStatus(), NOW)
+    assert [(c.type, c.status, c.reason) for c in seen.conditions] == [
+        ("OperationDone", "False", "Failed")
+    ]
+
+
+def test_without_an_authorizer_the_ends_are_still_checked(kafka: FakeKafka) -> None:
+    kafka.source.acls = None
+    op, at = fenced(kafka)
+    assert op.fence is not None and not op.fence.authorizer and op.fence.topics == []
+    quiet, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    assert quiet.phase == "CatchingUp" and "no authorizer: nothing is denied" in quiet.message
+    kafka.source.ends[("t", 0)] = 150
+    written, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    assert written.phase == "Failed" and "the source has no authorizer" in written.message
+
+
+def test_a_fence_the_source_refuses_fails_before_anything_is_denied(kafka: FakeKafka) -> None:
+    kafka.source.acls_refused = True
+    op, _ = refresh(kafka, None, NOW)
+    op, _ = refresh(kafka, op, NOW)
+    assert op.phase == "Failed" and "the fence could not be placed" in op.message
+    assert "fence: false" in op.message and kafka.source.acls == set()
+
+
+def test_a_deny_someone_else_made_is_neither_listed_nor_lifted(kafka: FakeKafka) -> None:
+    kafka.source.acls = {THEIRS}
+    op, at = fenced(kafka)
+    assert op.fence is not None and op.fence.topics == ["t"]
+    kafka.source.ends[("t", 0)] = 101
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    assert op.phase == "Failed" and kafka.source.acls == {THEIRS}
+
+
+def test_a_placement_cut_short_finds_its_recorded_denies_again(kafka: FakeKafka) -> None:
+    op, _ = refresh(kafka, None, NOW)
+    kafka.source.acls = denies(["t"])  # made and recorded before the operator was killed
+    kafka.source.grant_records[fenced_by(CONFIG.mirror)] = denies(["t"])
+    op, _ = refresh(kafka, op, NOW)
+    assert op.fence is not None and op.fence.topics == ["t", "u"]
+
+
+def test_the_return_lifts_the_fence_and_a_source_down_only_delays_it(kafka: FakeKafka) -> None:
+    op, at = fenced(kafka)
+    other = Grant("TOPIC", "v", "User:*", "*", "WRITE", "DENY")
+    kafka.source.acls |= {other}  # made by someone else meanwhile
+    done = op.model_copy(update={"phase": "Completed"})
+    # Completed, not yet started again: the fence holds.
+    kept, events = refresh(kafka, done, at)
+    assert kept.fence is not None and kept.fence.lifted_at is None and not events
+    resumed = done.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="back")})
+    kafka.source.down = True
+    later, events = refresh(kafka, resumed, at)
+    assert later.fence is not None and later.fence.lifted_at is None and not events
+    assert "the source did not answer" in later.fence.message
+    kafka.source.down = False
+    lifted, events = refresh(kafka, later, at + timedelta(seconds=5))
+    assert lifted.fence is not None and lifted.fence.lifted_at == at + timedelta(seconds=5)
+    assert [e.reason for e in events] == ["FenceLifted"] and kafka.source.acls == {other}
+    assert kafka.source.grant_records[fenced_by(CONFIG.mirror)] == set()
+
+
+def test_which_promotes_fence() -> None:
+    def asked(fence: bool | None = None, **extra: object) -> bool:
+        operation = {**SWITCHOVER, **({} if fence is None else {"fence": fence})}
+        mirror = spec(operation, **extra)
+        assert mirror.operation is not None
+        return wanted(mirror, mirror.operation)
+
+    assert asked(reverse="b-to-a")  # the one-step switchover
+    assert not asked()  # a plain promote, unless it asks
+    assert asked(fence=True)
+    assert not asked(fence=False, reverse="b-to-a")
+    # Under identity naming the way back writes the same topics: only if asked.
+    identity = {"topicNaming": {"policy": "identity"}}
+    assert not asked(reverse="b-to-a", **identity)
+    with pytest.raises(ValueError, match="fence is for Promote only"):
+        MirrorOperation.model_validate({"type": "Failover", "id": "f", "fence": True})
+
+
+def test_an_asked_fence_under_identity_naming_fails_saying_why(kafka: FakeKafka) -> None:
+    identity = WorkerConfig.model_validate(
+        {**CONFIG.model_dump(by_alias=True), "topicNaming": {"policy": "identity"}}
+    )
+    requested = spec({**SWITCHOVER, "fence": True}, topicNaming={"policy": "identity"})
+    op, _ = refresh(kafka, None, NOW, requested, identity)
+    op, _ = refresh(kafka, op, NOW, requested, identity)
+    assert op.phase == "Failed" and "identity naming" in op.message
+    assert kafka.source.acls == set()
+
+
+def test_the_fence_waits_for_a_source_it_cannot_read(kafka: FakeKafka) -> None:
+    op, _ = refresh(kafka, None, NOW)
+    op, _ = refresh(kafka, op, NOW, source_up=False)
+    assert op.phase == "Fencing" and "cannot be read" in op.message and op.fence is None
+
+
+def test_the_fences_denies_are_no_applications_rights_to_move(kafka: FakeKafka) -> None:
+    moving = CONFIG.model_copy(
+        update={"acl_sync": CONFIG.acl_sync.model_copy(update={"move_applications": True})}
+    )
+    producer = Grant("TOPIC", "t", "User:app", "*", "WRITE", "ALLOW")
+    # The sync listed the source's bindings while the fence stood: the deny among them.
+    kafka.target.grant_records[applications_of(moving.mirror)] = denies(["t"]) | {producer}
+    op, _ = fenced(kafka)
+    applications.move(moving, kafka.target, op)
+    assert kafka.target.acls == {producer}
