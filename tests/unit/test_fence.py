@@ -106,6 +106,21 @@ def test_a_record_written_past_the_fence_lifts_it_and_fails_the_operation(
     assert again == failed and events == []
 
 
+def test_a_fence_that_hides_a_topic_from_the_mirror_is_lifted_and_fails(
+    kafka: FakeKafka,
+) -> None:
+    """On a source allowing what no ACL names, the deny is the first ACL of a topic that had
+    none: nobody may read it any more, the mirror neither, and its drain would find it gone."""
+    op, _ = refresh(kafka, None, NOW)
+    op, _ = refresh(kafka, op, NOW)
+    del kafka.source.ends[("u", 0)]
+    failed, _ = refresh(kafka, op, NOW + FENCE_SPREAD)
+    assert (
+        failed.phase == "Failed" and "the fence hid 1 topics from the mirror (u)" in failed.message
+    )
+    assert kafka.source.acls == set()
+
+
 def test_only_markers_past_the_fence_let_it_hold(kafka: FakeKafka) -> None:
     op, at = fenced(kafka)
     kafka.source.ends[("t", 0)] = 101

@@ -66,8 +66,11 @@ def step(
         _place(config, op, source, sorted(mirrored), now)
     elif fence.checked_from is None:
         if fence.placed_at is None or now >= fence.placed_at + FENCE_SPREAD:
-            fence.ends = _by_topic(source.end_offsets(sorted(mirrored)))
-            fence.checked_from = now
+            ends = _by_topic(source.end_offsets(sorted(mirrored)))
+            if hidden := sorted(set(fence.topics) - set(ends)):
+                _hid(config, op, source, hidden, now)
+                return
+            fence.ends, fence.checked_from = ends, now
             until = now + FENCE_SETTLE
             op.message = f"{_what(fence, len(mirrored))}: checking its ends stand until {until:%T}"
     else:
@@ -134,6 +137,23 @@ def _fail(
         f"{sum(written.values())} records written to the source after its fence ({shown}): "
         f"{why}; nothing was promoted, the mirror goes on; stop those producers and ask again "
         "with a new id",
+        now,
+    )
+    lift(config, source, op, now)
+
+
+def _hid(
+    config: WorkerConfig, op: OperationStatus, source: Cluster, hidden: list[str], now: datetime
+) -> None:
+    """The deny took topics from the mirror: a topic no ACL names is open to every principal
+    on a source that allows what no ACL names (`allow.everyone.if.no.acl.found`), and the first
+    ACL on it, the deny, closes it to all."""
+    shown = ", ".join(hidden[:MAX_SHOWN])
+    failed(
+        op,
+        f"the fence hid {len(hidden)} topics from the mirror ({shown}): the source allows "
+        "every principal what no ACL names, and they have none; give them ACLs for their "
+        "applications (and the mirror's READ, DESCRIBE), or promote with fence: false",
         now,
     )
     lift(config, source, op, now)
