@@ -102,6 +102,28 @@ def switchover_pair(
     return forward, back
 
 
+def promote(
+    kube_api: client.ApiClient, namespace: str, forward: dict[str, Any], ends_in: str
+) -> dict[str, Any]:
+    """a-to-b's Promote, followed until its phase is `ends_in`: its operation status."""
+    forward["spec"]["operation"] = {"type": "Promote", "id": "move"}
+    apply(kube_api, forward)
+    wait_for(
+        lambda: operation(kube_api, namespace, "a-to-b").get("phase") == ends_in,
+        180,
+        lambda: f"the promote {ends_in}: {operation(kube_api, namespace, 'a-to-b')}",
+    )
+    return operation(kube_api, namespace, "a-to-b")
+
+
+def takes_writes(a: LocalKafka, topic: str) -> None:
+    """A acknowledges 100 records of a new producer."""
+    producer = SteadyProducer(a.bootstrap_servers, topic)
+    producer.start()
+    wait_for(lambda: len(producer.acked) >= 100, 60, lambda: f"A taking writes: {producer.refused}")
+    producer.stop()
+
+
 @pytest.mark.usefixtures("operator")
 def test_a_fenced_switchover_leaves_nothing_a_forgotten_producer_wrote_behind(
     kafka_a_acl: LocalKafka,
@@ -122,16 +144,9 @@ def test_a_fenced_switchover_leaves_nothing_a_forgotten_producer_wrote_behind(
     producer.start()
     try:
         wait_for(lambda: len(on_b(b, f"{topic}.A")) >= 2_000, 90, "the mirror copying")
-        forward["spec"]["operation"] = {"type": "Promote", "id": "move"}
-        apply(kube_api, forward)
-        wait_for(
-            lambda: operation(kube_api, namespace, "a-to-b").get("phase") == "Completed",
-            180,
-            lambda: f"the promote to complete: {operation(kube_api, namespace, 'a-to-b')}",
-        )
+        done = promote(kube_api, namespace, forward, "Completed")
     finally:
         producer.stop()
-    done = operation(kube_api, namespace, "a-to-b")
     assert done["fence"]["topics"] == [topic] and done["fence"]["holdsSince"], done
     # Fenced: A refused the producer from the fence on; everything A acknowledged is on B.
     assert producer.refused.get("TOPIC_AUTHORIZATION_FAILED", 0) > 0, (producer.refused, done)
@@ -147,10 +162,7 @@ def test_a_fenced_switchover_leaves_nothing_a_forgotten_producer_wrote_behind(
         180,
         lambda: f"the fence lifted: {operation(kube_api, namespace, 'a-to-b')}",
     )
-    after = SteadyProducer(a.bootstrap_servers, topic)
-    after.start()
-    wait_for(lambda: len(after.acked) >= 100, 60, lambda: f"A taking writes: {after.refused}")
-    after.stop()
+    takes_writes(a, topic)
 
 
 @pytest.mark.usefixtures("operator")
@@ -169,14 +181,7 @@ def test_without_an_authorizer_a_written_source_fails_the_switchover_and_stays_o
     producer.start()
     try:
         wait_for(lambda: len(on_b(b, f"{topic}.A")) >= 1_000, 90, "the mirror copying")
-        forward["spec"]["operation"] = {"type": "Promote", "id": "move"}
-        apply(kube_api, forward)
-        wait_for(
-            lambda: operation(kube_api, namespace, "a-to-b").get("phase") == "Failed",
-            120,
-            lambda: f"the promote to fail: {operation(kube_api, namespace, 'a-to-b')}",
-        )
-        failed = operation(kube_api, namespace, "a-to-b")
+        failed = promote(kube_api, namespace, forward, "Failed")
         written = rf"records written to the source after its fence \({topic} \d+"
         assert re.search(written, failed["message"]), failed
         assert "no authorizer" in failed["message"] and not failed["fence"]["topics"]
@@ -201,17 +206,7 @@ def test_a_fence_that_would_close_a_topic_to_everyone_is_lifted_and_fails(
     a, b, topic = kafka_a_acl, kafka_b, unique("open-")
     create_topics(a.bootstrap_servers, [topic], partitions=PARTITIONS)
     forward, _ = switchover_pair(kube_api, namespace, a, b, topic)
-    forward["spec"]["operation"] = {"type": "Promote", "id": "move"}
-    apply(kube_api, forward)
-    wait_for(
-        lambda: operation(kube_api, namespace, "a-to-b").get("phase") == "Failed",
-        120,
-        lambda: f"the promote to fail: {operation(kube_api, namespace, 'a-to-b')}",
-    )
-    failed = operation(kube_api, namespace, "a-to-b")
+    failed = promote(kube_api, namespace, forward, "Failed")
     assert f"the fence hid 1 topics from the mirror ({topic})" in failed["message"], failed
     assert failed["fence"]["liftedAt"], failed
-    producer = SteadyProducer(a.bootstrap_servers, topic)
-    producer.start()
-    wait_for(lambda: len(producer.acked) >= 100, 60, lambda: f"A open: {producer.refused}")
-    producer.stop()
+    takes_writes(a, topic)
