@@ -70,6 +70,10 @@ class CredentialEnv:
     destination: str  # where the value is sent: bootstrap servers, or a registry's host:port
 
 
+# The worker commits what it mirrored on SIGTERM; give it time to drain.
+WORKER_GRACE_SECONDS = 60
+
+
 def fit(name: str, limit: int) -> str:
     """`name`, or its shortened form with a hash suffix when it is over `limit` characters."""
     if len(name) <= limit:
@@ -390,8 +394,7 @@ def build_deployment(
         "httpGet": {"path": "/readyz", "port": "metrics"},
         "periodSeconds": 5,
     }
-    # The worker commits what it mirrored on SIGTERM; give it time to drain.
-    pod["terminationGracePeriodSeconds"] = 60
+    pod["terminationGracePeriodSeconds"] = WORKER_GRACE_SECONDS
     annotations = {
         **spec.worker.annotations,
         CONFIG_CHECKSUM_ANNOTATION: checksum,

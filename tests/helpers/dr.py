@@ -16,7 +16,7 @@ from kubernetes import client
 
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.kube import apply
-from kafka_mirror.render import label_selector
+from kafka_mirror.render import WORKER_GRACE_SECONDS, label_selector
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.failover import newest_checkpoints
@@ -214,10 +214,17 @@ def workers_stopped(api: client.ApiClient, namespace: str, mirror_name: str) -> 
     return deployment.spec.replicas == 0 and not pods.items
 
 
+# A worker may take its whole grace period to stop, after the operator and the ReplicaSet saw
+# the pause (on a busy machine, a minute and more: CI waited 60 s and read a pod still there).
+WORKERS_STOP = WORKER_GRACE_SECONDS + 60
+
+
 def pause_until_stopped(api: client.ApiClient, namespace: str, mirror_name: str) -> None:
     """Pause the mirror and wait until none of its workers is left."""
     patch_spec(api, namespace, mirror_name, {"paused": True})
-    wait_for(lambda: workers_stopped(api, namespace, mirror_name), 60, "the workers to stop")
+    wait_for(
+        lambda: workers_stopped(api, namespace, mirror_name), WORKERS_STOP, "the workers to stop"
+    )
 
 
 class AckedProducer(threading.Thread):

@@ -28,6 +28,7 @@ from kafka_mirror_dev.node import KubeNode
 from tests.helpers.dr import (
     MAX_LAG,
     PARTITIONS,
+    WORKERS_STOP,
     application,
     fail_over_behind,
     mirrored_scenario,
@@ -110,7 +111,7 @@ def test_fail_over_to_b_fail_back_to_a_and_resume_without_loss_or_cycles(
     reverse = {c["partition"]: c["offset"] for c in back["committed"] if c["topic"] == t}
     assert reverse == {p: len(range(p, 400, PARTITIONS)) for p in range(PARTITIONS)}, reverse
     # B→A stopped; A→B mirrors again, started by the return though its spec names the failover.
-    wait_for(lambda: workers_stopped(kube_api, namespace, "b-to-a"), 60, "b-to-a to stop")
+    wait_for(lambda: workers_stopped(kube_api, namespace, "b-to-a"), WORKERS_STOP, "b-to-a to stop")
     resumed = operation_of(kube_api, namespace)["resumedBy"]
     assert (resumed["mirror"], resumed["id"]) == ("b-to-a", "back-to-a")
     wait_for(lambda: node_stack.pods.any_workers("a-to-b"), 120, "a-to-b's workers")

@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client
 
 from kafka_mirror.kube import apply
-from kafka_mirror.render import WORKER_ENV, label_selector
+from kafka_mirror.render import WORKER_ENV, WORKER_GRACE_SECONDS, label_selector
 from kafka_mirror_dev.kafka import SCRAM_MECHANISM, SCRAM_PASSWORD, SCRAM_USER
 from tests.helpers.kafka import consume, create_topics, produce, records, unique
 from tests.helpers.kubectl import Kubectl
@@ -193,9 +193,9 @@ def deployment_replicas(api: client.ApiClient, namespace: str, name: str) -> int
     return client.AppsV1Api(api).read_namespaced_deployment(name, namespace).spec.replicas
 
 
-# A worker pod has 60 s to stop (its terminationGracePeriodSeconds: in-flight records finished,
-# the group left), after the ReplicaSet or the garbage collector deletes it.
-WORKERS_STOP = 180
+# A worker pod has its grace period to stop (in-flight records finished, the group left), after
+# the ReplicaSet or the garbage collector deletes it.
+WORKERS_STOP = WORKER_GRACE_SECONDS + 120
 
 
 def workers_left(node_stack: NodeStack) -> Callable[[], str]:
