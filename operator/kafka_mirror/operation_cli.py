@@ -26,6 +26,14 @@ def add_operation_commands(commands: Any) -> None:
                 required=True,
                 help="the mirror to start again, which mirrors the opposite way (say a-to-b)",
             )
+        if verb == "promote":
+            operation.add_argument(
+                "--fence",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="deny writes on the source before the drain (default: in a switchover, "
+                "a mirror naming its reverse; docs/runbook-dr.md)",
+            )
         operation.add_argument(
             "--timeout",
             type=float,
@@ -52,9 +60,13 @@ def run_operation(args: argparse.Namespace) -> None:
 
     kind = {"promote": "Promote", "failover": "Failover", "return": "Return"}[args.command]
     operation_id = args.id or f"{args.command}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    requested = {"type": kind, "id": operation_id}
+    # A merge patch keeps what it does not name: the other fields of an earlier operation
+    # are cleared, so that an old `fence` neither carries over nor refuses this one.
+    requested: dict[str, Any] = {"type": kind, "id": operation_id, "resume": None, "fence": None}
     if kind == "Return":
         requested["resume"] = args.resume
+    if kind == "Promote":
+        requested["fence"] = args.fence
     with api_client(Path(args.kubeconfig) if args.kubeconfig else None) as api:
         objects = client.CustomObjectsApi(api)
         patch = {"spec": {"operation": requested}}

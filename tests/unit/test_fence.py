@@ -68,7 +68,7 @@ def test_a_switchover_denies_writes_then_drains_once_the_ends_stood_still(
     assert op.fence is not None and op.fence.topics == ["t", "u"]
     assert kafka.source.acls == denies(["t", "u"])
     # Recorded as the fence's in Kafka, so a restarted operator (or a person) knows them.
-    assert kafka.source.grant_records[fenced_by(CONFIG.mirror)] == denies(["t", "u"])
+    assert kafka.source.grant_records[fenced_by(CONFIG.mirror, "move")] == denies(["t", "u"])
     assert "waiting 3 s" in op.message
     # Not read before the deny reached every broker: a produce authorized before it may land.
     op, _ = refresh(kafka, op, NOW + FENCE_SPREAD / 2)
@@ -172,7 +172,7 @@ def test_a_deny_someone_else_made_is_neither_listed_nor_lifted(kafka: FakeKafka)
 def test_a_placement_cut_short_finds_its_recorded_denies_again(kafka: FakeKafka) -> None:
     op, _ = refresh(kafka, None, NOW)
     kafka.source.acls = denies(["t"])  # made and recorded before the operator was killed
-    kafka.source.grant_records[fenced_by(CONFIG.mirror)] = denies(["t"])
+    kafka.source.grant_records[fenced_by(CONFIG.mirror, "move")] = denies(["t"])
     op, _ = refresh(kafka, op, NOW)
     assert op.fence is not None and op.fence.topics == ["t", "u"]
 
@@ -194,7 +194,7 @@ def test_the_return_lifts_the_fence_and_a_source_down_only_delays_it(kafka: Fake
     lifted, events = refresh(kafka, later, at + timedelta(seconds=5))
     assert lifted.fence is not None and lifted.fence.lifted_at == at + timedelta(seconds=5)
     assert [e.reason for e in events] == ["FenceLifted"] and kafka.source.acls == {other}
-    assert kafka.source.grant_records[fenced_by(CONFIG.mirror)] == set()
+    assert kafka.source.grant_records[fenced_by(CONFIG.mirror, "move")] == set()
 
 
 def test_which_promotes_fence() -> None:
@@ -242,3 +242,56 @@ def test_the_fences_denies_are_no_applications_rights_to_move(kafka: FakeKafka) 
     op, _ = fenced(kafka)
     applications.move(moving, kafka.target, op)
     assert kafka.target.acls == {producer}
+
+
+def test_a_fence_outlives_no_request_but_a_failovers(kafka: FakeKafka) -> None:
+    """Removed from the spec, or replaced by another Promote: the old fence is lifted first. A
+    Failover carries it on (A is lost; it stays fenced until the Return lifts it)."""
+    op, at = fenced(kafka)
+    removed, events = refresh(kafka, op, at, requested=spec(reverse="b-to-a"))
+    assert removed.fence is not None and removed.fence.lifted_at == at
+    assert [e.reason for e in events] == ["FenceLifted"] and kafka.source.acls == set()
+
+    op, at = fenced(kafka)
+    again = spec({"type": "Promote", "id": "move-2", "fence": False}, reverse="b-to-a")
+    kafka.source.down = True  # the old fence cannot be lifted: the new promote waits
+    held, _ = refresh(kafka, op, at, requested=again)
+    assert held.id == "move" and kafka.source.acls == denies(["t", "u"])
+    kafka.source.down = False
+    started, _ = refresh(kafka, held, at, requested=again)
+    assert started.id == "move-2" and started.phase == "CatchingUp" and kafka.source.acls == set()
+
+    op, at = fenced(kafka)
+    lost = spec({"type": "Failover", "id": "a-lost"}, reverse="b-to-a")
+    failover, _ = refresh(kafka, op, at, requested=lost, source_up=False)
+    assert failover.id == "a-lost" and failover.fence == op.fence
+    assert kafka.source.acls == denies(["t", "u"])
+    resumed = failover.model_copy(
+        update={"phase": "Completed", "resumed_by": ResumedBy(mirror="b-to-a", id="back")}
+    )
+    _, events = refresh(kafka, resumed, at, requested=lost)
+    assert [e.reason for e in events] == ["FenceLifted"] and kafka.source.acls == set()
+
+
+def test_a_write_past_the_fence_after_its_check_fails_before_the_hand_over(
+    kafka: FakeKafka,
+) -> None:
+    op, at = fenced(kafka)
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    assert op.phase == "CatchingUp"
+    stopping = op.model_copy(update={"phase": "StoppingWorkers"})
+    kafka.source.ends[("u", 0)] = 8  # a super user wrote after the check
+    requested = spec(SWITCHOVER, reverse="b-to-a")
+    access = operations.Access(kafka.source, kafka.target)
+    failed, _ = advance(requested, stopping, status(), CONFIG, MIRRORED, access, at)
+    assert failed is not None and failed.phase == "Failed" and "(u 1)" in failed.message
+    assert not kafka.target.commits and kafka.source.acls == set()
+
+
+def test_more_partitions_than_the_status_holds_fail_the_fence(kafka: FakeKafka) -> None:
+    kafka.source.ends = {("t", p): 0 for p in range(20_001)}
+    op, _ = refresh(kafka, None, NOW)
+    op, _ = refresh(kafka, op, NOW)
+    failed, _ = refresh(kafka, op, NOW + FENCE_SPREAD)
+    assert failed.phase == "Failed" and "20001 partitions to fence" in failed.message
+    assert failed.fence is not None and failed.fence.ends == {} and kafka.source.acls == set()

@@ -193,6 +193,11 @@ class SourceFence(StatusModel):
         default=None, description="When the check passed: the final drain started."
     )
     lifted_at: datetime | None = None
+    owner_id: str | None = Field(
+        default=None,
+        description="The id of the Promote that placed it (a Failover asked after it carries "
+        "it on, to be lifted by the Return).",
+    )
     message: str = ""
 
 

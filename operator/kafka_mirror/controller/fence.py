@@ -32,6 +32,8 @@ from kafka_mirror.kafka.client import Position
 FENCE_SPREAD = timedelta(seconds=3)
 FENCE_SETTLE = timedelta(seconds=10)  # the ends stand still this long, or the fence fails
 MAX_SHOWN = 3
+# The ends are kept in the status, about 8 bytes each: far below the API server's object limit.
+MAX_PARTITIONS = 20_000
 
 
 def wanted(spec: KafkaMirrorSpec, requested: MirrorOperation) -> bool:
@@ -67,6 +69,15 @@ def step(
     elif fence.checked_from is None:
         if fence.placed_at is None or now >= fence.placed_at + FENCE_SPREAD:
             ends = _by_topic(source.end_offsets(sorted(mirrored)))
+            if (count := sum(len(e) for e in ends.values())) > MAX_PARTITIONS:
+                failed(
+                    op,
+                    f"{count} partitions to fence, more than the {MAX_PARTITIONS} one promote "
+                    "checks: fence the producers by hand and promote with fence: false",
+                    now,
+                )
+                lift(config, source, op, now)
+                return
             if hidden := sorted(set(fence.topics) - set(ends)):
                 _hid(config, op, source, hidden, now)
                 return
@@ -99,7 +110,7 @@ def _place(
             now,
         )
         return
-    owner = fenced_by(config.mirror)
+    owner = fenced_by(config.mirror, op.id)
     try:
         created = source.grant(owner, denies(topics))
     except NoAuthorizer:
@@ -112,11 +123,39 @@ def _place(
         return
     # A pass run again after one cut short finds its own denies there: they are recorded.
     ours = created | (source.recorded_grants(owner) & denies(topics))
-    op.fence = SourceFence(topics=sorted(g.name for g in ours), placed_at=now)
+    op.fence = SourceFence(topics=sorted(g.name for g in ours), placed_at=now, owner_id=op.id)
     op.message = (
         f"WRITE denied on {len(topics)} topics of the source; waiting "
         f"{FENCE_SPREAD.total_seconds():.0f} s for every broker to hold it"
     )
+
+
+def breached(
+    config: WorkerConfig, op: OperationStatus, source: Cluster | None, now: datetime
+) -> bool:
+    """Once the workers stopped, before anything is handed over: whether a record was written
+    past the fence after its check (a super user, a source without an authorizer); if so the
+    operation fails and the fence is lifted. A source that cannot be read is not checked."""
+    fence = op.fence
+    if fence is None or fence.holds_since is None or source is None:
+        return False
+    try:
+        written = source.records_written(_positions(fence.ends))
+    except (KafkaException, TimeoutError):
+        return False
+    if written:
+        _fail(config, op, source, written, now)
+    return bool(written)
+
+
+def left_behind(requested: MirrorOperation | None, previous: OperationStatus | None) -> bool:
+    """Whether `previous` holds a fence not lifted of an operation no longer asked for (the
+    operation removed from the spec, or another id asked)."""
+    if previous is None or previous.fence is None or previous.fence.lifted_at is not None:
+        return False
+    if not previous.fence.topics:
+        return False
+    return requested is None or requested.id != previous.id
 
 
 def _fail(
@@ -198,7 +237,7 @@ def lift(
     if source is None or fence is None:
         return []
     try:
-        source.revoke(fenced_by(config.mirror), denies(fence.topics))
+        source.revoke(fenced_by(config.mirror, fence.owner_id or op.id), denies(fence.topics))
     except AclsRefused as refused:
         fence.message = f"the fence not lifted yet: {refused}"
         return []

@@ -177,7 +177,11 @@ class ConfluentCluster:
         if not moved:
             return {}
         counted: dict[Position, int] = {}
-        consumer = reader(self._settings, "kafka-mirror-operator-fence")  # read uncommitted
+        consumer = reader(
+            self._settings,
+            "kafka-mirror-operator-fence",
+            **{"isolation.level": "read_uncommitted"},  # an open transaction's records too
+        )
         try:
             consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in moved.items()])
             deadline = time.monotonic() + ADMIN_TIMEOUT

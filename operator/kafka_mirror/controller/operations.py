@@ -216,6 +216,8 @@ def _step(
         # A terminating pod may still copy, commit and sync group offsets: wait for it too.
         if running := status.replicas + access.terminating_workers:
             op.message = f"waiting for {running} worker{'' if running == 1 else 's'} to stop"
+        elif fence.breached(config, op, access.source, now):
+            return  # written past the fence after its check: failed, lifted, the workers run
         elif access.target is None:
             op.message = "workers stopped; the target cannot be read to count the RPO"
         else:
@@ -323,6 +325,15 @@ def advance(
     """The operation's status after this refresh, and an event per phase entered.
     `mirrored` is the plan's source topic → remote topic, None when the source was not read."""
     requested = spec.operation
+    # The fence of an operation no longer asked for is lifted before anything else runs, or
+    # carried on by a Failover (its source is lost: A stays fenced until the Return).
+    carried = requested is not None and requested.type == "Failover"
+    if previous is not None and fence.left_behind(requested, previous) and not carried:
+        lifted = previous.model_copy(deep=True)
+        lifting = fence.lift(config, access.source, lifted, now)
+        if requested is None or not lifting:
+            return lifted, lifting
+        previous = lifted
     if requested is None:
         return previous, []  # the record of the last operation stays
     op = current(spec, previous)
@@ -332,6 +343,8 @@ def advance(
         if fence.wanted(spec, requested):
             first = "Fencing"
         op = OperationStatus(id=requested.id, type=requested.type, phase=first, started_at=now)
+        if fence.left_behind(requested, previous) and previous is not None:
+            op.fence = previous.fence
         started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
         return _with_reverse(spec, config, op, access), [started]
     op = _with_reverse(spec, config, op, access)

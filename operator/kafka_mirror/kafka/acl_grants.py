@@ -6,7 +6,7 @@ Each cluster's `ACL_GRANTS_TOPIC` (compacted) holds one record per owner and bin
 the owner holds it, `0` once it deleted it, so that another worker, the operator, or either
 after a restart knows which bindings are theirs: a binding someone else made is never deleted.
 An owner is a mirror (`ns/name`: the bindings its sync copied), `moved_by(mirror)` (the rights
-an operation granted the applications on the target's local topics), `fenced_by(mirror)` (the
+an operation granted the applications on the target's local topics), `fenced_by(mirror, id)` (the
 denies a promote's fence placed on the source's topics) or
 `applications_of(mirror)`, which is a list and no binding: the applications' rights the source
 gives on the mirrored topics, as they would read on the target's local topics, kept so that a
@@ -71,9 +71,10 @@ def moved_by(mirror: str) -> str:
     return f"{mirror}#moved"
 
 
-def fenced_by(mirror: str) -> str:
-    """The owner of the denies a promote of the mirror placed on its source (its fence)."""
-    return f"{mirror}#fence"
+def fenced_by(mirror: str, operation_id: str) -> str:
+    """The owner of the denies a promote of the mirror placed on its source (its fence): one
+    per operation id, so that a record left by an earlier one adopts nothing."""
+    return f"{mirror}#fence/{operation_id}"
 
 
 class AclsRefused(Exception):
