@@ -97,7 +97,7 @@ class _Child:
         self._lock = threading.Lock()
         self._connection: Connection | None = None
         self._process: subprocess.Popen[bytes] | None = None
-        self._pending: dict[int, Future[Any]] = {}
+        self._pending: dict[int, tuple[Connection, Future[Any]]] = {}
         self._ids = itertools.count()
 
     def call(
@@ -107,7 +107,7 @@ class _Child:
         with self._lock:
             connection = self._connection or self._start()
             request_id = next(self._ids)
-            self._pending[request_id] = future
+            self._pending[request_id] = connection, future
             self._send(connection, (request_id, kind, settings, group, args))
         try:
             return future.result(timeout)
@@ -151,23 +151,23 @@ class _Child:
             except (EOFError, OSError):
                 break
             with self._lock:
-                future = self._pending.get(request_id)
+                _, future = self._pending.get(request_id, (None, None))
             if future is None:
                 continue  # its caller gave up waiting
             if error is None:
                 future.set_result(result)
             else:
                 future.set_exception(KafkaException(KafkaError(*error)))
-        connection.close()
         log.warning(
             "the process asking Kafka's group coordinators ended (exit code %s; librdkafka#5040 "
             "crashes it when a coordinator moves): the next request starts a new one",
             process.wait(),
         )
-        with self._lock:
+        with self._lock:  # a send in flight on a connection being closed raises a TypeError
             if self._connection is connection:
                 self._connection = None
-            failed = list(self._pending.values())
+            connection.close()
+            failed = [future for sent, future in self._pending.values() if sent is connection]
         for future in failed:
             if not future.done():
                 future.set_exception(_unanswered())
