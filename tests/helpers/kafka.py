@@ -262,6 +262,32 @@ def client_quota(cluster: LocalKafka, setting: str | None) -> None:
     )
 
 
+def transactions_seen(cluster: LocalKafka) -> str:
+    """What the cluster's transaction coordinators hold, in Kafka's own kafka-transactions tool's
+    words: every transactional id with its state, and the transactions hanging on a partition
+    (a failure's evidence, not ours to interpret)."""
+    found = []
+    for command in (["list"], ["find-hanging", "--broker-id", "1"]):
+        done = subprocess.run(
+            java_command(
+                kafka_libs(),
+                "org.apache.kafka.tools.TransactionsCommand",
+                "--bootstrap-server",
+                cluster.bootstrap_servers,
+                *command,
+                heap="256m",
+                jvm=DEV_JVM,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        found.append(
+            f"kafka-transactions {command[0]}: {done.stdout.strip()} {done.stderr.strip()}"
+        )
+    return "; ".join(found)
+
+
 def open_transaction(bootstrap: str, topic: str, partition: int, count: int) -> Producer:
     """A transactional producer whose open transaction holds `count` records of
     `topic[partition]`, on the log (an abort drops what is still queued): the caller ends it."""

@@ -39,7 +39,15 @@ from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.audit import mirror_everything
 from tests.helpers.content import check_content, open_transactions
 from tests.helpers.faults import audited, settle
-from tests.helpers.kafka import admin_for, create_topics, end_offsets, produce, records, unique
+from tests.helpers.kafka import (
+    admin_for,
+    create_topics,
+    end_offsets,
+    produce,
+    records,
+    transactions_seen,
+    unique,
+)
 from tests.helpers.matrix import OUTAGE_SECONDS, target_down, traffic
 from tests.helpers.objects import condition, get_custom, mirror
 from tests.helpers.stack import MirrorStack
@@ -74,12 +82,13 @@ def exactly_once_config(
 
 def settled(source: LocalKafka, target: LocalKafka, config: dict[str, Any], topic: str) -> int:
     """`settle`; its failure adds what a client of its own reads of the workers' group on the
-    target: stable positions there say the worker's client is stuck, none say that the target
-    holds a transaction open."""
+    target (stable positions there say the worker's client is stuck, none say that the target
+    holds a transaction open) and the target's transactions as Kafka's own tool lists them."""
     try:
         return settle(source, config, [topic])
     except AssertionError as failure:
-        raise AssertionError(f"{failure}; {stable_positions(target, config, topic)}") from None
+        found = f"{stable_positions(target, config, topic)}; {transactions_seen(target)}"
+        raise AssertionError(f"{failure}; {found}") from None
 
 
 def stable_positions(target: LocalKafka, config: dict[str, Any], topic: str) -> str:

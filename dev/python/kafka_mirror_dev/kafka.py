@@ -20,6 +20,8 @@ from kafka_mirror_dev.coordinators import (
 )
 from kafka_mirror_dev.processes import ServerProcess, free_port, port_open
 
+# The transaction coordinator's decisions (inits, aborts, timeouts) are a failed exactly-once
+# test's evidence.
 _LOG4J2 = """\
 status = warn
 appender.file.type = File
@@ -33,6 +35,8 @@ logger.kafka.name = kafka
 logger.kafka.level = WARN
 logger.apache.name = org.apache.kafka
 logger.apache.level = WARN
+logger.transactions.name = kafka.coordinator.transaction
+logger.transactions.level = INFO
 """
 
 
