@@ -39,10 +39,11 @@ def refresh(
     requested: KafkaMirrorSpec | None = None,
     config: WorkerConfig = CONFIG,
     source_up: bool = True,
+    selected: dict[str, str] = MIRRORED,
 ) -> tuple[OperationStatus, list[Event]]:
     requested = requested or spec(SWITCHOVER, reverse="b-to-a")
     access = operations.Access(kafka.source if source_up else None, kafka.target)
-    mirrored = MIRRORED if source_up else None
+    mirrored = selected if source_up else None
     result, events = advance(requested, op, status(replicas=1), config, mirrored, access, at)
     assert result is not None
     return result, events
@@ -295,3 +296,49 @@ def test_more_partitions_than_the_status_holds_fail_the_fence(kafka: FakeKafka) 
     failed, _ = refresh(kafka, op, NOW + FENCE_SPREAD)
     assert failed.phase == "Failed" and "20001 partitions to fence" in failed.message
     assert failed.fence is not None and failed.fence.ends == {} and kafka.source.acls == set()
+
+
+WIDER = {**MIRRORED, "v": "v.A"}  # a topic created on the source during the operation
+
+
+def test_a_topic_selected_during_the_check_is_fenced_too_and_the_check_starts_again(
+    kafka: FakeKafka,
+) -> None:
+    op, at = fenced(kafka)
+    kafka.source.ends[("v", 0)] = 5
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE / 2, selected=WIDER)
+    assert op.phase == "Fencing" and "(v): fenced too" in op.message
+    assert op.fence is not None and op.fence.topics == ["t", "u", "v"]
+    assert kafka.source.acls == denies(["t", "u", "v"]) and op.fence.checked_from is None
+    again = at + FENCE_SETTLE / 2 + FENCE_SPREAD
+    op, _ = refresh(kafka, op, again, selected=WIDER)
+    assert op.fence is not None and op.fence.ends["v"] == [5]
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE, selected=WIDER)
+    assert op.phase == "Fencing"  # the settle counts from the second reading
+    op, _ = refresh(kafka, op, again + FENCE_SETTLE, selected=WIDER)
+    assert op.phase == "CatchingUp"
+
+
+def test_a_topic_selected_during_the_drain_sends_it_back_to_fencing(kafka: FakeKafka) -> None:
+    op, at = fenced(kafka)
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    assert op.phase == "CatchingUp"
+    kafka.source.ends[("v", 0)] = 0
+    op, events = refresh(kafka, op, at + FENCE_SETTLE, selected=WIDER)
+    assert op.phase == "Fencing" and [e.reason for e in events] == ["Fencing"]
+    assert kafka.source.acls == denies(["t", "u", "v"])
+    assert op.fence is not None and op.fence.holds_since is None
+
+
+def test_a_topic_selected_once_the_workers_stopped_fails_before_the_hand_over(
+    kafka: FakeKafka,
+) -> None:
+    op, at = fenced(kafka)
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    stopping = op.model_copy(update={"phase": "StoppingWorkers"})
+    requested = spec(SWITCHOVER, reverse="b-to-a")
+    access = operations.Access(kafka.source, kafka.target)
+    failed, _ = advance(requested, stopping, status(), CONFIG, WIDER, access, at)
+    assert failed is not None and failed.phase == "Failed"
+    assert "1 topics selected since the fence was checked are not fenced (v)" in failed.message
+    assert not kafka.target.commits and kafka.source.acls == set()

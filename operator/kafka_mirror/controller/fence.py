@@ -84,6 +84,8 @@ def step(
             fence.ends, fence.checked_from = ends, now
             until = now + FENCE_SETTLE
             op.message = f"{_what(fence, len(mirrored))}: checking its ends stand until {until:%T}"
+    elif late := sorted(set(mirrored) - set(fence.ends)):
+        _widen(config, op, source, late, now)
     else:
         written = source.records_written(_positions(fence.ends))
         if written:
@@ -110,9 +112,8 @@ def _place(
             now,
         )
         return
-    owner = fenced_by(config.mirror, op.id)
     try:
-        created = source.grant(owner, denies(topics))
+        denied = _deny(config, source, op.id, topics)
     except NoAuthorizer:
         op.fence = SourceFence(authorizer=False, placed_at=now)
         op.message = "the source has no authorizer: nothing can be denied, its ends are checked"
@@ -121,24 +122,87 @@ def _place(
         op.fence = SourceFence(placed_at=now)
         failed(op, f"the fence could not be placed: {refused}; or promote with fence: false", now)
         return
-    # A pass run again after one cut short finds its own denies there: they are recorded.
-    ours = created | (source.recorded_grants(owner) & denies(topics))
-    op.fence = SourceFence(topics=sorted(g.name for g in ours), placed_at=now, owner_id=op.id)
+    op.fence = SourceFence(topics=denied, placed_at=now, owner_id=op.id)
     op.message = (
         f"WRITE denied on {len(topics)} topics of the source; waiting "
         f"{FENCE_SPREAD.total_seconds():.0f} s for every broker to hold it"
     )
 
 
-def breached(
-    config: WorkerConfig, op: OperationStatus, source: Cluster | None, now: datetime
+def _deny(config: WorkerConfig, source: Cluster, owner_id: str, topics: list[str]) -> list[str]:
+    """The topics of these whose deny is the fence's: made now, or recorded by an earlier pass
+    cut short."""
+    owner = fenced_by(config.mirror, owner_id)
+    created = source.grant(owner, denies(topics))
+    return sorted(g.name for g in created | (source.recorded_grants(owner) & denies(topics)))
+
+
+def _widen(
+    config: WorkerConfig, op: OperationStatus, source: Cluster, late: list[str], now: datetime
+) -> None:
+    """Topics selected since the fence was placed (created on the source, or a selection
+    widened): denied too, and the check starts again, from the spread."""
+    fence = op.fence
+    assert fence is not None
+    if fence.authorizer:
+        try:
+            denied = _deny(config, source, fence.owner_id or op.id, late)
+        except (AclsRefused, NoAuthorizer) as refused:
+            failed(op, f"the fence could not be widened: {refused}; ask again with a new id", now)
+            lift(config, source, op, now)
+            return
+        fence.topics = sorted(set(fence.topics) | set(denied))
+    fence.placed_at, fence.checked_from, fence.ends = now, None, {}
+    op.message = (
+        f"{len(late)} topics selected since the fence was placed ({', '.join(late[:MAX_SHOWN])}):"
+        " fenced too, checking again"
+    )
+
+
+def widened(
+    config: WorkerConfig,
+    op: OperationStatus,
+    source: Cluster,
+    mirrored: dict[str, str],
+    now: datetime,
 ) -> bool:
-    """Once the workers stopped, before anything is handed over: whether a record was written
-    past the fence after its check (a super user, a source without an authorizer); if so the
+    """During the drain, with the workers still running: whether topics were selected since the
+    fence held; if so they are fenced too, and the operation is back to fencing."""
+    fence = op.fence
+    if fence is None or fence.holds_since is None:
+        return False
+    if not (late := sorted(set(mirrored) - set(fence.ends))):
+        return False
+    op.phase, fence.holds_since = "Fencing", None
+    _widen(config, op, source, late, now)
+    return True
+
+
+def breached(
+    config: WorkerConfig,
+    op: OperationStatus,
+    source: Cluster | None,
+    mirrored: dict[str, str] | None,
+    now: datetime,
+) -> bool:
+    """Once the workers stopped, before anything is handed over: whether the fence was passed
+    after its check, by a record written (a super user, a source without an authorizer) or by a
+    topic selected since (unfenced: what is written there now stays on the source); if so the
     operation fails and the fence is lifted. A source that cannot be read is not checked."""
     fence = op.fence
-    if fence is None or fence.holds_since is None or source is None:
+    if fence is None or fence.holds_since is None or source is None or mirrored is None:
         return False
+    if late := sorted(set(mirrored) - set(fence.ends)):
+        failed(
+            op,
+            f"{len(late)} topics selected since the fence was checked are not fenced "
+            f"({', '.join(late[:MAX_SHOWN])}): what is written there now stays on the source; "
+            "nothing was promoted, the mirror goes on; ask again with a new id (its fence "
+            "covers them)",
+            now,
+        )
+        lift(config, source, op, now)
+        return True
     try:
         written = source.records_written(_positions(fence.ends))
     except (KafkaException, TimeoutError):

@@ -190,6 +190,8 @@ def _step(
                 "first; use Failover if it is lost"
             )
             return
+        if fence.widened(config, op, access.source, mirrored, now):
+            return
         op.catch_up = catch_up_progress(op.catch_up, status.total_lag, now)
         if status.total_lag and not status.replicas:
             op.message = (
@@ -216,7 +218,7 @@ def _step(
         # A terminating pod may still copy, commit and sync group offsets: wait for it too.
         if running := status.replicas + access.terminating_workers:
             op.message = f"waiting for {running} worker{'' if running == 1 else 's'} to stop"
-        elif fence.breached(config, op, access.source, now):
+        elif fence.breached(config, op, access.source, mirrored, now):
             return  # written past the fence after its check: failed, lifted, the workers run
         elif access.target is None:
             op.message = "workers stopped; the target cannot be read to count the RPO"
