@@ -222,6 +222,24 @@ def left_behind(requested: MirrorOperation | None, previous: OperationStatus | N
     return requested is None or requested.id != previous.id
 
 
+def lift_left_behind(
+    config: WorkerConfig,
+    source: Cluster | None,
+    requested: MirrorOperation | None,
+    previous: OperationStatus | None,
+    now: datetime,
+) -> tuple[OperationStatus | None, list[Event], bool]:
+    """The last operation's record, its fence lifted first if no operation asks for it any
+    more, unless a Failover carries it on (its source is lost: A stays fenced until the
+    Return); the lift's event; and whether the lift is still to do (nothing else runs)."""
+    carried = requested is not None and requested.type == "Failover"
+    if previous is None or carried or not left_behind(requested, previous):
+        return previous, [], False
+    record = previous.model_copy(deep=True)
+    lifted = lift(config, source, record, now)
+    return record, lifted, not lifted
+
+
 def _fail(
     config: WorkerConfig,
     op: OperationStatus,

@@ -11,14 +11,13 @@ reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from confluent_kafka import KafkaException
 from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import (
-    CatchUpProgress,
     CommittedOffset,
     MirrorOperation,
     OperationStatus,
@@ -28,7 +27,7 @@ from kafka_mirror.api.operations import (
 )
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller import applications, fence, standby
+from kafka_mirror.controller import applications, catch_up, fence, standby
 from kafka_mirror.controller.conditions import condition
 from kafka_mirror.controller.operation_kafka import Cluster
 from kafka_mirror.controller.resume import Mirrors, resume_forward
@@ -41,7 +40,6 @@ from kafka_mirror.topics import TopicNamer
 MAX_COMMITTED = 200  # offsets listed in the status; the count is exact
 MAX_SKIPPED_REASONS, MAX_REASON = 100, 300  # why groups were skipped, in the status
 MAX_PENDING_SHOWN = 3
-PACE_KEPT = timedelta(seconds=30)  # a catch-up's pace shown while its lag reads the same
 DONE_REASON = {"Promote": "Promoted", "Failover": "FailedOver", "Return": "Returned"}
 RUNNING_REASON = {"Promote": "Promoting", "Failover": "FailingOver", "Return": "Returning"}
 
@@ -192,14 +190,16 @@ def _step(
             return
         if fence.widened(config, op, access.source, mirrored, now):
             return
-        op.catch_up = catch_up_progress(op.catch_up, status.total_lag, now)
+        op.catch_up = catch_up.progress(op.catch_up, status.total_lag, now)
         if status.total_lag and not status.replicas:
             op.message = (
                 f"{status.total_lag} records to mirror but no worker runs: unpause the mirror "
                 "(or scale it up) to catch up, or use Failover"
             )
         elif status.total_lag:
-            op.message = f"mirroring the last {status.total_lag} records{_pace(op.catch_up)}"
+            op.message = (
+                f"mirroring the last {status.total_lag} records{catch_up.pace(op.catch_up)}"
+            )
         elif access.target is None:
             op.message = "lag 0; the target cannot be read for the final checkpoints"
         else:
@@ -213,7 +213,7 @@ def _step(
                 op.message = f"lag 0; waiting for the final checkpoints of {len(pending)}: {shown}"
             else:
                 op.phase, op.message = "StoppingWorkers", "lag 0, final checkpoints written"
-                op.message += _open_transactions(access.source, sorted(mirrored), now)
+                op.message += catch_up.left_open(access.source, sorted(mirrored), now)
     elif op.phase == "StoppingWorkers":
         # A terminating pod may still copy, commit and sync group offsets: wait for it too.
         if running := status.replicas + access.terminating_workers:
@@ -238,56 +238,6 @@ def _step(
         )
         if resumed:
             _complete(requested, op, now, also=op.message)
-
-
-def _open_transactions(source: Cluster, topics: list[str], now: datetime) -> str:
-    """What the hand-over leaves on the source in open transactions, said (lag counts what a
-    read_committed reader reaches, so they are not waited for: they may stay open for good)."""
-    pending = source.in_open_transactions(topics)
-    if not pending:
-        return ""
-    shown = ", ".join(
-        f"{t}[{p}] {open_.records}{_open_for(open_.since, now)}"
-        for (t, p), open_ in sorted(pending.items())[:MAX_PENDING_SHOWN]
-    )
-    return (
-        f"; not mirrored: {sum(o.records for o in pending.values())} records in or after open "
-        f"transactions on the source ({shown}), copied only if they commit and this mirror "
-        "runs again"
-    )
-
-
-def _open_for(since: datetime | None, now: datetime) -> str:
-    if since is None:
-        return ""
-    seconds = max((now - since).total_seconds(), 0)
-    return (
-        f", open for {seconds:,.0f} s" if seconds < 120 else f", open for {seconds / 60:,.0f} min"
-    )
-
-
-def catch_up_progress(previous: CatchUpProgress | None, lag: int, now: datetime) -> CatchUpProgress:
-    """The records left now, and the pace at which they went since the lag last changed: kept
-    while the lag reads the same (it is read less often than the status refreshes) for up to
-    PACE_KEPT; none while it grows or stands still longer (no estimate then)."""
-    if previous is not None and lag == previous.records_left and now - previous.at < PACE_KEPT:
-        return previous
-    progress = CatchUpProgress(records_left=lag, at=now)
-    if previous is None or now <= previous.at or lag >= previous.records_left:
-        return progress
-    rate = (previous.records_left - lag) / (now - previous.at).total_seconds()
-    progress.records_per_second = round(rate, 1)
-    progress.estimated_seconds = round(lag / rate, 1)
-    return progress
-
-
-def _pace(progress: CatchUpProgress) -> str:
-    if progress.records_per_second is None or progress.estimated_seconds is None:
-        return ""
-    return (
-        f" ({progress.records_per_second:,.0f} records/s: "
-        f"about {progress.estimated_seconds:,.0f} s left)"
-    )
 
 
 def _committed_summary(op: OperationStatus) -> str:
@@ -327,17 +277,11 @@ def advance(
     """The operation's status after this refresh, and an event per phase entered.
     `mirrored` is the plan's source topic → remote topic, None when the source was not read."""
     requested = spec.operation
-    # The fence of an operation no longer asked for is lifted before anything else runs, or
-    # carried on by a Failover (its source is lost: A stays fenced until the Return).
-    carried = requested is not None and requested.type == "Failover"
-    if previous is not None and fence.left_behind(requested, previous) and not carried:
-        lifted = previous.model_copy(deep=True)
-        lifting = fence.lift(config, access.source, lifted, now)
-        if requested is None or not lifting:
-            return lifted, lifting
-        previous = lifted
-    if requested is None:
-        return previous, []  # the record of the last operation stays
+    previous, lifted, waiting = fence.lift_left_behind(
+        config, access.source, requested, previous, now
+    )
+    if requested is None or waiting:
+        return previous, lifted  # the record of the last operation stays
     op = current(spec, previous)
     if op is None:
         # A promote and a return hand over from a live source: nothing it took is left behind.
