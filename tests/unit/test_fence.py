@@ -13,7 +13,7 @@ from kafka_mirror.api.models import KafkaMirrorSpec
 from kafka_mirror.api.operations import MirrorOperation, OperationStatus, ResumedBy
 from kafka_mirror.api.status import KafkaMirrorStatus
 from kafka_mirror.api.worker_config import WorkerConfig
-from kafka_mirror.controller import applications, operations
+from kafka_mirror.controller import applications, fence, operations
 from kafka_mirror.controller.fence import FENCE_SETTLE, FENCE_SPREAD, denies, wanted
 from kafka_mirror.controller.operations import advance
 from kafka_mirror.controller.status import Event
@@ -342,3 +342,82 @@ def test_a_topic_selected_once_the_workers_stopped_fails_before_the_hand_over(
     assert failed is not None and failed.phase == "Failed"
     assert "1 topics selected since the fence was checked are not fenced (v)" in failed.message
     assert not kafka.target.commits and kafka.source.acls == set()
+
+
+def stopping(kafka: FakeKafka) -> tuple[OperationStatus, datetime]:
+    """A switchover whose fence held and whose workers are stopping."""
+    op, at = fenced(kafka)
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    assert op.phase == "CatchingUp"
+    return op.model_copy(update={"phase": "StoppingWorkers"}), at + FENCE_SETTLE
+
+
+def test_the_last_check_waits_for_a_source_it_cannot_read(kafka: FakeKafka) -> None:
+    op, at = stopping(kafka)
+    kafka.source.ends[("u", 0)] = 57  # written after the check, while the source is away
+    requested = spec(SWITCHOVER, reverse="b-to-a")
+    for access, mirrored in (
+        (operations.Access(None, kafka.target), None),  # not reachable
+        (operations.Access(kafka.source, kafka.target), MIRRORED),  # times out once
+    ):
+        kafka.source.failing = {kafka.source._calls}
+        waiting, _ = advance(requested, op, status(), CONFIG, mirrored, access, at)
+        assert waiting is not None and waiting.phase == "StoppingWorkers"
+        assert "the fence's last check waits for the source" in waiting.message
+    access = operations.Access(kafka.source, kafka.target)
+    failed, _ = advance(requested, op, status(), CONFIG, MIRRORED, access, at)
+    assert failed is not None and failed.phase == "Failed" and "(u 50)" in failed.message
+    assert not kafka.target.commits
+
+
+def test_a_topic_deleted_during_the_drain_is_no_hidden_one(kafka: FakeKafka) -> None:
+    op, at = fenced(kafka)
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE)
+    del kafka.source.ends[("u", 0)]  # deleted by its team
+    kafka.source.ends[("v", 0)] = 0
+    selected = {"t": "t.A", "v": "v.A"}
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE, selected=selected)
+    op, _ = refresh(kafka, op, at + FENCE_SETTLE + FENCE_SPREAD, selected=selected)
+    assert op.phase == "Fencing" and "checking its ends" in op.message, op.message
+
+
+def test_topics_created_faster_than_the_fence_checks_fail_it(kafka: FakeKafka) -> None:
+    op, at = fenced(kafka)
+    selected = dict(MIRRORED)
+    for n in range(fence.MAX_WIDENINGS + 1):
+        selected[f"x{n}"] = f"x{n}.A"
+        kafka.source.ends[(f"x{n}", 0)] = 0
+        at += timedelta(seconds=1)
+        op, _ = refresh(kafka, op, at, selected=selected)  # widened: the spread again
+        if op.phase == "Failed":
+            break
+        op, _ = refresh(kafka, op, at + FENCE_SPREAD, selected=selected)
+    assert op.phase == "Failed" and n == fence.MAX_WIDENINGS
+    assert "faster than its fence can check them (the latest: x5)" in op.message
+    assert kafka.source.acls == set()  # every deny lifted, the widenings' too
+
+
+def test_a_topic_selected_after_the_hand_over_is_fenced_and_its_records_told(
+    kafka: FakeKafka,
+) -> None:
+    op, at = stopping(kafka)
+    done = op.model_copy(update={"phase": "Completed"})
+    kafka.source.ends[("v", 0)] = 1000  # a forgotten producer creates v and writes to it
+    widened, events = refresh(kafka, done, at, selected=WIDER)
+    assert [e.reason for e in events] == ["FenceWidened"] and events[0].type == "Warning"
+    assert "(v) fenced too: the 1000 records they hold on the source" in events[0].message
+    assert kafka.source.acls == denies(["t", "u", "v"])
+    assert widened.fence is not None and widened.fence.topics == ["t", "u", "v"]
+    _, again = refresh(kafka, widened, at, selected=WIDER)
+    assert again == []  # told once
+    resumed = widened.model_copy(update={"resumed_by": ResumedBy(mirror="b-to-a", id="back")})
+    _, events = refresh(kafka, resumed, at, selected=WIDER)
+    assert [e.reason for e in events] == ["FenceLifted"] and kafka.source.acls == set()
+
+
+def test_a_fence_lifted_for_a_new_id_says_so(kafka: FakeKafka) -> None:
+    op, at = fenced(kafka)
+    unfenced = spec({**SWITCHOVER, "id": "move-2", "fence": False}, reverse="b-to-a")
+    started, events = refresh(kafka, op, at, requested=unfenced)
+    assert [e.reason for e in events] == ["FenceLifted", "PromoteStarted"]
+    assert started.fence is None and kafka.source.acls == set()

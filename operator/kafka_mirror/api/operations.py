@@ -192,6 +192,11 @@ class SourceFence(StatusModel):
     holds_since: datetime | None = Field(
         default=None, description="When the check passed: the final drain started."
     )
+    widenings: int = Field(
+        default=0,
+        description="How often topics selected since it was placed widened it (its check "
+        "started again); past a few the operation fails.",
+    )
     lifted_at: datetime | None = None
     owner_id: str | None = Field(
         default=None,

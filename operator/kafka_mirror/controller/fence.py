@@ -34,6 +34,9 @@ FENCE_SETTLE = timedelta(seconds=10)  # the ends stand still this long, or the f
 MAX_SHOWN = 3
 # The ends are kept in the status, about 8 bytes each: far below the API server's object limit.
 MAX_PARTITIONS = 20_000
+# Topics selected while it is placed widen it, and its check starts again: at most this often,
+# or topics created faster than it can check them would hold the switchover in Fencing.
+MAX_WIDENINGS = 5
 
 
 def wanted(spec: KafkaMirrorSpec, requested: MirrorOperation) -> bool:
@@ -78,12 +81,14 @@ def step(
                 )
                 lift(config, source, op, now)
                 return
-            if hidden := sorted(set(fence.topics) - set(ends)):
+            # A topic read before and gone now was deleted: the deny hides only those it was
+            # placed on since the last reading.
+            if hidden := sorted(set(fence.topics) - set(fence.ends) - set(ends)):
                 _hid(config, op, source, hidden, now)
                 return
             fence.ends, fence.checked_from = ends, now
             until = now + FENCE_SETTLE
-            op.message = f"{_what(fence, len(mirrored))}: checking its ends stand until {until:%T}"
+            op.message = f"{_what(fence)}: checking its ends stand until {until:%T}"
     elif late := sorted(set(mirrored) - set(fence.ends)):
         _widen(config, op, source, late, now)
     else:
@@ -93,9 +98,8 @@ def step(
         elif now >= fence.checked_from + FENCE_SETTLE:
             fence.holds_since = now
             seconds = FENCE_SETTLE.total_seconds()
-            fence.message = (
-                f"{_what(fence, len(mirrored))}: nothing written for {seconds:.0f} s"
-                + ("" if fence.authorizer else " (no authorizer: nothing is denied)")
+            fence.message = f"{_what(fence)}: nothing written for {seconds:.0f} s" + (
+                "" if fence.authorizer else " (no authorizer: nothing is denied)"
             )
             op.phase, op.message = "CatchingUp", fence.message
 
@@ -144,6 +148,17 @@ def _widen(
     widened): denied too, and the check starts again, from the spread."""
     fence = op.fence
     assert fence is not None
+    shown = ", ".join(late[:MAX_SHOWN])
+    if fence.widenings >= MAX_WIDENINGS:
+        failed(
+            op,
+            f"topics are selected on the source faster than its fence can check them (the "
+            f"latest: {shown}): nothing was promoted, the mirror goes on; stop what creates "
+            "them, then ask again with a new id",
+            now,
+        )
+        lift(config, source, op, now)
+        return
     if fence.authorizer:
         try:
             denied = _deny(config, source, fence.owner_id or op.id, late)
@@ -152,10 +167,12 @@ def _widen(
             lift(config, source, op, now)
             return
         fence.topics = sorted(set(fence.topics) | set(denied))
-    fence.placed_at, fence.checked_from, fence.ends = now, None, {}
+    fence.widenings += 1
+    fence.placed_at, fence.checked_from = now, None
     op.message = (
-        f"{len(late)} topics selected since the fence was placed ({', '.join(late[:MAX_SHOWN])}):"
-        " fenced too, checking again"
+        f"{len(late)} topics selected since the fence was placed ({shown}): "
+        + ("fenced too" if fence.authorizer else "their ends checked too")
+        + f", checking again ({fence.widenings} of at most {MAX_WIDENINGS} times)"
     )
 
 
@@ -173,25 +190,64 @@ def widened(
         return False
     if not (late := sorted(set(mirrored) - set(fence.ends))):
         return False
-    op.phase, fence.holds_since = "Fencing", None
+    op.phase, fence.holds_since, op.catch_up = "Fencing", None, None
     _widen(config, op, source, late, now)
     return True
 
 
-def breached(
+def widened_after(
+    config: WorkerConfig,
+    op: OperationStatus,
+    source: Cluster | None,
+    mirrored: dict[str, str] | None,
+    now: datetime,
+) -> list[Event]:
+    """After the hand-over, while A stays fenced and no worker runs: topics selected since (a
+    forgotten producer creating one, a selection widened) are denied too, and what they hold,
+    which nothing mirrored, is said. Changes `op` in place."""
+    fence = op.fence
+    if fence is None or fence.lifted_at is not None or source is None or mirrored is None:
+        return []
+    if not (late := sorted(set(mirrored) - set(fence.ends))):
+        return []
+    ends = _by_topic(source.end_offsets(late))
+    if fence.authorizer:
+        try:
+            fence.topics = sorted(
+                set(fence.topics) | set(_deny(config, source, fence.owner_id or op.id, late))
+            )
+        except (AclsRefused, NoAuthorizer) as refused:
+            fence.message = f"{len(late)} topics selected since the hand-over not fenced: {refused}"
+            return []
+    fence.ends.update({t: ends.get(t, []) for t in late})
+    records = sum(sum(e) for e in ends.values())
+    fence.message = (
+        f"{len(late)} topics selected since the hand-over ({', '.join(late[:MAX_SHOWN])}) "
+        + ("fenced too" if fence.authorizer else "not fenced (no authorizer)")
+        + f": the {records} records they hold on the source were not mirrored"
+    )
+    return [Event("Warning", "FenceWidened", fence.message)]
+
+
+def holds_back(
     config: WorkerConfig,
     op: OperationStatus,
     source: Cluster | None,
     mirrored: dict[str, str] | None,
     now: datetime,
 ) -> bool:
-    """Once the workers stopped, before anything is handed over: whether the fence was passed
-    after its check, by a record written (a super user, a source without an authorizer) or by a
-    topic selected since (unfenced: what is written there now stays on the source); if so the
-    operation fails and the fence is lifted. A source that cannot be read is not checked."""
+    """Once the workers stopped, before anything is handed over: whether the hand-over must
+    wait, because the fence cannot be checked (the source unreadable: the message says so), or
+    must not happen, because the fence was passed after its check, by a record written (a super
+    user, a source without an authorizer) or by a topic selected since (unfenced: what is
+    written there now stays on the source); then the operation fails and the fence is lifted."""
     fence = op.fence
-    if fence is None or fence.holds_since is None or source is None or mirrored is None:
+    if fence is None or fence.holds_since is None:
         return False
+    unread = "workers stopped; the fence's last check waits for the source, which cannot be read"
+    if source is None or mirrored is None:
+        op.message = f"{unread} (a Failover hands over without it)"
+        return True
     if late := sorted(set(mirrored) - set(fence.ends)):
         failed(
             op,
@@ -205,8 +261,9 @@ def breached(
         return True
     try:
         written = source.records_written(_positions(fence.ends))
-    except (KafkaException, TimeoutError):
-        return False
+    except (KafkaException, TimeoutError) as error:
+        op.message = f"{unread} ({error}; a Failover hands over without it)"
+        return True
     if written:
         _fail(config, op, source, written, now)
     return bool(written)
@@ -284,8 +341,10 @@ def failed(op: OperationStatus, message: str, now: datetime) -> None:
     op.phase, op.completed_at, op.message = "Failed", now, message
 
 
-def _what(fence: SourceFence, topics: int) -> str:
-    return f"the source fenced ({topics} topics)" if fence.authorizer else "the source unfenced"
+def _what(fence: SourceFence) -> str:
+    if not fence.authorizer:
+        return f"the source unfenced ({len(fence.ends)} topics checked)"
+    return f"the source fenced ({len(fence.topics)} topics denied, {len(fence.ends)} checked)"
 
 
 def _by_topic(ends: dict[Position, int]) -> dict[str, list[int]]:
@@ -318,8 +377,10 @@ def lift(
     fence = op.fence
     if source is None or fence is None:
         return []
+    owner = fenced_by(config.mirror, fence.owner_id or op.id)
     try:
-        source.revoke(fenced_by(config.mirror, fence.owner_id or op.id), denies(fence.topics))
+        # Those recorded too: a widening cut short made some it did not list.
+        source.revoke(owner, denies(fence.topics) | source.recorded_grants(owner))
     except AclsRefused as refused:
         fence.message = f"the fence not lifted yet: {refused}"
         return []

@@ -218,8 +218,8 @@ def _step(
         # A terminating pod may still copy, commit and sync group offsets: wait for it too.
         if running := status.replicas + access.terminating_workers:
             op.message = f"waiting for {running} worker{'' if running == 1 else 's'} to stop"
-        elif fence.breached(config, op, access.source, mirrored, now):
-            return  # written past the fence after its check: failed, lifted, the workers run
+        elif fence.holds_back(config, op, access.source, mirrored, now):
+            return  # unchecked yet, or passed after its check: failed, lifted, the workers run
         elif access.target is None:
             op.message = "workers stopped; the target cannot be read to count the RPO"
         else:
@@ -292,7 +292,7 @@ def advance(
         if fence.left_behind(requested, previous) and previous is not None:
             op.fence = previous.fence
         started = Event("Normal", f"{requested.type}Started", f"{requested.type} {requested.id}")
-        return _with_reverse(spec, config, op, access), [started]
+        return _with_reverse(spec, config, op, access), [*lifted, started]
     op = _with_reverse(spec, config, op, access)
     if fence.to_lift(op):
         op = op.model_copy(deep=True)
@@ -302,6 +302,13 @@ def advance(
     if op.phase == "Completed":
         if applications.to_return(op):
             return applications.move_back(config, access.target, op, now)
+        op = op.model_copy(deep=True)
+        try:
+            widened = fence.widened_after(config, op, access.source, mirrored, now)
+        except (KafkaException, TimeoutError):
+            widened = []  # the next refresh looks again
+        if widened:
+            return op, widened
         return _source_back(op, status, config, mirrored, access)
     op = op.model_copy(deep=True)
     before, said = op.phase, op.message
