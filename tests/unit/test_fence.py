@@ -368,6 +368,13 @@ def test_the_last_check_waits_for_a_source_it_cannot_read(kafka: FakeKafka) -> N
     failed, _ = advance(requested, op, status(), CONFIG, MIRRORED, access, at)
     assert failed is not None and failed.phase == "Failed" and "(u 50)" in failed.message
     assert not kafka.target.commits
+    # A Failover asked instead hands over without the source, carrying the fence on.
+    lost = spec({"type": "Failover", "id": "lost"}, reverse="b-to-a")
+    away = operations.Access(None, kafka.target)
+    failover, _ = advance(lost, op, status(), CONFIG, None, away, at)
+    assert failover is not None and failover.fence == op.fence
+    failover, _ = advance(lost, failover, status(), CONFIG, None, away, at)
+    assert failover is not None and failover.phase == "CommittingOffsets", failover.message
 
 
 def test_a_topic_deleted_during_the_drain_is_no_hidden_one(kafka: FakeKafka) -> None:

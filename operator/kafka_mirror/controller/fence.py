@@ -240,9 +240,10 @@ def holds_back(
     wait, because the fence cannot be checked (the source unreadable: the message says so), or
     must not happen, because the fence was passed after its check, by a record written (a super
     user, a source without an authorizer) or by a topic selected since (unfenced: what is
-    written there now stays on the source); then the operation fails and the fence is lifted."""
+    written there now stays on the source); then the operation fails and the fence is lifted.
+    A Failover that carries the fence on hands over unchecked: its source is lost."""
     fence = op.fence
-    if fence is None or fence.holds_since is None:
+    if fence is None or fence.holds_since is None or op.type != "Promote":
         return False
     unread = "workers stopped; the fence's last check waits for the source, which cannot be read"
     if source is None or mirrored is None:
