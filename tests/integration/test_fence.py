@@ -83,9 +83,15 @@ def on_b(b: LocalKafka, remote: str) -> set[bytes]:
 
 
 def switchover_pair(
-    kube_api: client.ApiClient, namespace: str, a: LocalKafka, b: LocalKafka, topic: str
+    kube_api: client.ApiClient,
+    namespace: str,
+    a: LocalKafka,
+    b: LocalKafka,
+    topic: str,
+    pattern: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """a-to-b mirroring `topic`, naming b-to-a, which stands by for it."""
+    """a-to-b mirroring `topic` (or what `pattern` selects), naming b-to-a, which stands by
+    for it."""
     source = {"bootstrapServers": a.bootstrap_servers}
     target = {"bootstrapServers": b.bootstrap_servers}
     forward = mirror("a-to-b", namespace, source, target, reverse="b-to-a")
@@ -96,7 +102,7 @@ def switchover_pair(
         {**source, "alias": "A"},
         standbyFor="a-to-b",
     )
-    apply(kube_api, selection("orders", namespace, "a-to-b", [re.escape(topic)]))
+    apply(kube_api, selection("orders", namespace, "a-to-b", [pattern or re.escape(topic)]))
     apply(kube_api, forward)
     apply(kube_api, back)
     return forward, back
@@ -138,8 +144,9 @@ def test_a_fenced_switchover_leaves_nothing_a_forgotten_producer_wrote_behind(
     # may do anything, so that the deny takes WRITE alone (on a topic with none, A's
     # allow.everyone.if.no.acl.found made it open to all, and its first ACL closes it).
     bind(a, topic, "User:ANONYMOUS", AclOperation.ALL)
-    forward, back = switchover_pair(kube_api, namespace, a, b, topic)
-    start_worker(worker_config(a, b, [re.escape(topic)], mirror=f"{namespace}/a-to-b"))
+    late, pattern = f"{topic}-late", f"{re.escape(topic)}(-late)?"
+    forward, back = switchover_pair(kube_api, namespace, a, b, topic, pattern)
+    start_worker(worker_config(a, b, [pattern], mirror=f"{namespace}/a-to-b"))
     producer = SteadyProducer(a.bootstrap_servers, topic)
     producer.start()
     try:
@@ -154,6 +161,26 @@ def test_a_fenced_switchover_leaves_nothing_a_forgotten_producer_wrote_behind(
     missing = producer.acked - on_b(b, f"{topic}.A")
     assert not missing, f"{len(missing)} acknowledged records not on B, e.g. {sorted(missing)[:3]}"
 
+    # A forgotten producer creates a selected topic on A after the hand-over: it is fenced too,
+    # and what it wrote there first, which nothing mirrors now, is told.
+    create_topics(a.bootstrap_servers, [late], partitions=1)
+    written = Producer({"bootstrap.servers": a.bootstrap_servers})
+    for i in range(10):
+        written.produce(late, f"late-{i}".encode())
+    assert written.flush(30) == 0
+    wait_for(
+        lambda: late in operation(kube_api, namespace, "a-to-b")["fence"]["topics"],
+        120,
+        lambda: f"the fence widened: {operation(kube_api, namespace, 'a-to-b')}",
+    )
+    told = operation(kube_api, namespace, "a-to-b")["fence"]["message"]
+    assert f"({late}) fenced too: the 10 records they hold" in told, told
+    refused = SteadyProducer(a.bootstrap_servers, late)
+    refused.start()
+    wait_for(lambda: bool(refused.refused), 60, "the late topic's producer refused")
+    refused.stop()
+    assert not refused.acked and "TOPIC_AUTHORIZATION_FAILED" in refused.refused, refused.refused
+
     # The Return of b-to-a starts a-to-b again and lifts the fence: A takes writes again.
     back["spec"]["operation"] = {"type": "Return", "id": "back", "resume": "a-to-b"}
     apply(kube_api, back)
@@ -163,6 +190,7 @@ def test_a_fenced_switchover_leaves_nothing_a_forgotten_producer_wrote_behind(
         lambda: f"the fence lifted: {operation(kube_api, namespace, 'a-to-b')}",
     )
     takes_writes(a, topic)
+    takes_writes(a, late)
 
 
 @pytest.mark.usefixtures("operator")
