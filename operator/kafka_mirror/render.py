@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
 
-import yaml
-
 from kafka_mirror import render_spark
 from kafka_mirror.api.clusters import KafkaCluster, SecretKeyRef
 from kafka_mirror.api.models import KafkaMirrorSpec
@@ -28,6 +26,7 @@ from kafka_mirror.api.worker_config import (
     SelectionPatterns,
     TlsFromEnv,
     WorkerConfig,
+    yaml_text,
 )
 
 # The operator and worker image, and the audit image with PySpark, Java and Spark (Dockerfile).
@@ -222,7 +221,7 @@ def fitting_selections(
     for selection in selections:
         if not configured(namespace, spec, selection):
             continue
-        size = len(yaml.safe_dump(selection.model_dump(mode="json", by_alias=True)))
+        size = len(yaml_text(selection.model_dump(mode="json", by_alias=True), sort_keys=True))
         if used + size > SELECTIONS_BUDGET_BYTES:
             left_out.append(selection)
         else:
@@ -275,7 +274,7 @@ def build_worker_config(
 
 
 def render_worker_config(config: WorkerConfig) -> str:
-    return yaml.safe_dump(config.model_dump(mode="json", by_alias=True), sort_keys=False)
+    return yaml_text(config.model_dump(mode="json", by_alias=True))
 
 
 def config_checksum(config: WorkerConfig, secret_versions: dict[str, str]) -> str:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from kafka_mirror.api.models import KafkaMirrorSpec
+from kafka_mirror.api.worker_config import yaml_text
 
 EXECUTOR_TEMPLATE = "executor-pod.yaml"  # its key in the mirror's ConfigMap
 EXECUTOR_CONTAINER = "executor"
@@ -109,7 +108,7 @@ def executor_template(pod: dict[str, Any], labels: dict[str, str], scratch: str)
         if placement in pod:
             spec[placement] = pod[placement]
     template = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": labels}, "spec": spec}
-    return yaml.safe_dump(template, sort_keys=True)
+    return yaml_text(template, sort_keys=True)
 
 
 def driver_rule() -> dict[str, Any]:

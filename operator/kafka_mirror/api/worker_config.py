@@ -224,6 +224,19 @@ class WorkerConfig(ApiModel):
         return usable, problems
 
 
+# libyaml's emitter and parser where PyYAML has them: the operator renders every mirror's
+# configuration each status tick (to compare it with what was applied), and the pure-Python
+# emitter took an eighth of the operator's time at 1,000 mirrors.
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def yaml_text(data: Any, sort_keys: bool = False) -> str:
+    """`data` as YAML, as yaml.safe_dump writes it."""
+    text: str = yaml.dump(data, Dumper=_DUMPER, sort_keys=sort_keys)
+    return text
+
+
 def load(path: Path) -> WorkerConfig:
-    data: Any = yaml.safe_load(path.read_text())
+    data: Any = yaml.load(path.read_text(), Loader=_LOADER)
     return WorkerConfig.model_validate(data)
