@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -91,7 +92,9 @@ def live(raws: Iterable[Raw]) -> list[Raw]:
 def patch_status(api: client.ApiClient, plural: str, raw: Mapping[str, Any], patch: Raw) -> None:
     metadata = raw["metadata"]
     try:
-        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        # The object the server returns is left unread: parsing it into the client's models
+        # cost every tick CPU for an answer nothing uses.
+        response: Any = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
             GROUP,
             VERSION,
             metadata["namespace"],
@@ -99,7 +102,9 @@ def patch_status(api: client.ApiClient, plural: str, raw: Mapping[str, Any], pat
             metadata["name"],
             {"status": patch},
             _content_type=MERGE_PATCH,
+            _preload_content=False,
         )
+        response.drain_conn()
     except ApiException as error:
         if error.status != 404:  # deleted since the list: nothing to report on
             raise
@@ -135,6 +140,12 @@ def post_event(api: client.ApiClient, raw: Mapping[str, Any], event: Event) -> N
         )
 
 
+# The share of the interval over which a tick's mirror refreshes begin, one after another: a
+# thousand begun at once made the API server, the clusters and kopf's event loop (which sees
+# every status patch come back from its watch) take them in one burst, each interval.
+SPREAD = 0.8
+
+
 class StatusLoop:
     """Refreshes every served mirror's, then every selection's, status each `interval` seconds
     (a selection's status reports the source topics its mirror's refresh read), and tells
@@ -150,8 +161,9 @@ class StatusLoop:
         gone: Callable[[str, str], None],
         refreshed: Callable[[], None] = lambda: None,
         workers: int = 16,
+        spread: float = SPREAD,
     ) -> None:
-        self.lister, self.interval = lister, interval
+        self.lister, self.interval, self.spread = lister, interval, spread
         self.refresh_mirror, self.refresh_selection = refresh_mirror, refresh_selection
         self.gone, self.refreshed = gone, refreshed
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
@@ -194,14 +206,14 @@ class StatusLoop:
                 logger.exception("mirror %s gone: clean-up failed with an exception", mirror)
                 present.setdefault(mirror, uid)
         self._known = present
-        self._each(self.refresh_mirror, mirrors)
+        self._each(self.refresh_mirror, mirrors, self.spread * self.interval)
         selections = live(self.lister(SELECTIONS))
-        self._each(lambda raw: self.refresh_selection(raw, set(present)), selections)
+        self._each(lambda raw: self.refresh_selection(raw, set(present)), selections, 0.0)
         self.refreshed()
 
-    def _each(self, refresh: Callable[[Raw], None], raws: list[Raw]) -> None:
-        if self._stopping.is_set():
-            return
+    def _each(self, refresh: Callable[[Raw], None], raws: list[Raw], spread: float) -> None:
+        """Refreshes every object, the i-th of n begun no earlier than i/n of `spread` seconds
+        after the first (a pool busy with earlier ones begins it later, never skips it)."""
 
         def one(raw: Raw) -> None:
             if self._stopping.is_set():
@@ -213,7 +225,13 @@ class StatusLoop:
                     "refreshing the status of %s failed with an exception", key_of(raw)
                 )
 
-        list(self._pool.map(one, raws))
+        started, begun = time.monotonic(), []
+        for index, raw in enumerate(raws):
+            due = started + spread * index / len(raws)
+            if self._stopping.wait(max(0.0, due - time.monotonic())):
+                break
+            begun.append(self._pool.submit(one, raw))
+        futures.wait(begun)
 
 
 def namespaced_lister(api: client.ApiClient, namespaces: list[str]) -> Callable[[str], list[Raw]]:
