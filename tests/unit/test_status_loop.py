@@ -5,7 +5,6 @@ the real API server and Kafka in tests/integration/test_status_loop.py)."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -99,7 +98,6 @@ class Recorder:
             lambda mirror, uid: self.forgotten.append((mirror, uid)),
             self.refreshed,
             workers=4,
-            spread=0.0,
         )
 
     def refreshed(self) -> None:
@@ -181,7 +179,6 @@ def test_a_failed_clean_up_is_tried_again_at_the_next_tick() -> None:
         recorder.selection,
         gone,
         workers=2,
-        spread=0.0,
     )
     loop.tick()
     recorder.listed[MIRRORS] = []
@@ -201,24 +198,3 @@ def test_the_loop_starts_once_and_stops_with_no_refresh_begun_after() -> None:
     assert refreshed <= 1
     loop.tick()  # a tick after the stop refreshes nothing
     assert len(recorder.mirrors) == refreshed
-
-
-def test_a_ticks_mirror_refreshes_begin_spread_over_the_interval_in_order() -> None:
-    """The i-th of n mirrors begins no earlier than i/n of the spread after the first: a bound
-    from below only, which a busy machine cannot break (it only makes them later)."""
-    names = [f"m{i}" for i in range(5)]
-    begun: list[tuple[str, float]] = []
-    loop = StatusLoop(
-        lambda plural: [obj(n) for n in names] if plural == MIRRORS else [],
-        0.5,
-        lambda raw: begun.append((raw["metadata"]["name"], time.monotonic())),
-        lambda raw, mirrors: None,
-        lambda mirror, uid: None,
-        workers=1,
-        spread=1.0,
-    )
-    ticked = time.monotonic()
-    loop.tick()
-    assert [name for name, _ in begun] == names
-    for index, (_, at) in enumerate(begun):
-        assert at - ticked >= 0.5 * index / len(names)

@@ -76,6 +76,8 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
     api, images, readers = options.api, options.images, Readers()
     converging, applied = OnePerKey(), AppliedChildren()
 
+    sessions: dict[str, Any] = {}  # the last credentials and the session built with them
+
     @kopf.on.login(registry=registry)
     async def login(**kwargs: Any) -> kopf.AiohttpSession | None:
         # In-cluster service account, else $KUBECONFIG (a custom registry has no default login).
@@ -86,7 +88,15 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
             info = replace(info, server=api.configuration.host)
         else:
             info = kopf.login_with_kubeconfig(**kwargs)
-        return None if info is None else api_session(info, len(namespaces))
+        if info is None:
+            return None
+        # The same credentials again give the same session: kopf refuses credentials equal to
+        # ones that failed (and exits, to be restarted), where a new session would hide them
+        # and have it log in again and again with a token that was revoked.
+        if sessions.get("info") != info:
+            sessions.update(info=info, session=api_session(info, len(namespaces)))
+        session: kopf.AiohttpSession = sessions["session"]
+        return session
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

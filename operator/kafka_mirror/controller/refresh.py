@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -140,12 +139,6 @@ def post_event(api: client.ApiClient, raw: Mapping[str, Any], event: Event) -> N
         )
 
 
-# The share of the interval over which a tick's mirror refreshes begin, one after another: a
-# thousand begun at once made the API server, the clusters and kopf's event loop (which sees
-# every status patch come back from its watch) take them in one burst, each interval.
-SPREAD = 0.8
-
-
 class StatusLoop:
     """Refreshes every served mirror's, then every selection's, status each `interval` seconds
     (a selection's status reports the source topics its mirror's refresh read), and tells
@@ -161,9 +154,8 @@ class StatusLoop:
         gone: Callable[[str, str], None],
         refreshed: Callable[[], None] = lambda: None,
         workers: int = 16,
-        spread: float = SPREAD,
     ) -> None:
-        self.lister, self.interval, self.spread = lister, interval, spread
+        self.lister, self.interval = lister, interval
         self.refresh_mirror, self.refresh_selection = refresh_mirror, refresh_selection
         self.gone, self.refreshed = gone, refreshed
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
@@ -206,14 +198,14 @@ class StatusLoop:
                 logger.exception("mirror %s gone: clean-up failed with an exception", mirror)
                 present.setdefault(mirror, uid)
         self._known = present
-        self._each(self.refresh_mirror, mirrors, self.spread * self.interval)
+        self._each(self.refresh_mirror, mirrors)
         selections = live(self.lister(SELECTIONS))
-        self._each(lambda raw: self.refresh_selection(raw, set(present)), selections, 0.0)
+        self._each(lambda raw: self.refresh_selection(raw, set(present)), selections)
         self.refreshed()
 
-    def _each(self, refresh: Callable[[Raw], None], raws: list[Raw], spread: float) -> None:
-        """Refreshes every object, the i-th of n begun no earlier than i/n of `spread` seconds
-        after the first (a pool busy with earlier ones begins it later, never skips it)."""
+    def _each(self, refresh: Callable[[Raw], None], raws: list[Raw]) -> None:
+        if self._stopping.is_set():
+            return
 
         def one(raw: Raw) -> None:
             if self._stopping.is_set():
@@ -225,13 +217,7 @@ class StatusLoop:
                     "refreshing the status of %s failed with an exception", key_of(raw)
                 )
 
-        started, begun = time.monotonic(), []
-        for index, raw in enumerate(raws):
-            due = started + spread * index / len(raws)
-            if self._stopping.wait(max(0.0, due - time.monotonic())):
-                break
-            begun.append(self._pool.submit(one, raw))
-        futures.wait(begun)
+        list(self._pool.map(one, raws))
 
 
 def namespaced_lister(api: client.ApiClient, namespaces: list[str]) -> Callable[[str], list[Raw]]:
