@@ -226,7 +226,7 @@ class WorkerConfig(ApiModel):
 
 # libyaml's emitter and parser where PyYAML has them: the operator renders every mirror's
 # configuration each status tick (to compare it with what was applied), and the pure-Python
-# emitter took an eighth of the operator's time at 1,000 mirrors.
+# emitter held the GIL 41 % of the operator's time at 1,000 mirrors (py-spy --gil).
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -76,7 +76,8 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
     api, images, readers = options.api, options.images, Readers()
     converging, applied = OnePerKey(), AppliedChildren()
 
-    sessions: dict[str, Any] = {}  # the last credentials and the session built with them
+    # The last credentials and the session built with them.
+    last_session: list[tuple[kopf.ConnectionInfo, kopf.AiohttpSession]] = []
 
     @kopf.on.login(registry=registry)
     async def login(**kwargs: Any) -> kopf.AiohttpSession | None:
@@ -93,10 +94,9 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         # The same credentials again give the same session: kopf refuses credentials equal to
         # ones that failed (and exits, to be restarted), where a new session would hide them
         # and have it log in again and again with a token that was revoked.
-        if sessions.get("info") != info:
-            sessions.update(info=info, session=api_session(info, len(namespaces)))
-        session: kopf.AiohttpSession = sessions["session"]
-        return session
+        if not last_session or last_session[0][0] != info:
+            last_session[:] = [(info, api_session(info, len(namespaces)))]
+        return last_session[0][1]
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
