@@ -83,6 +83,19 @@ def secret(name: str, namespace: str, opted_in: bool = True, **data: str) -> dic
     }
 
 
+def secret_names(pods: Any) -> set[str]:
+    """Every Secret that pod specs (serialized: dicts and lists) reference, by env, envFrom or
+    volume."""
+    if isinstance(pods, dict):
+        found = {pods[key]["name"] for key in ("secretKeyRef", "secretRef") if key in pods}
+        if isinstance(pods.get("secret"), dict):  # a volume
+            found.add(pods["secret"]["secretName"])
+        return found.union(*(secret_names(value) for value in pods.values()))
+    if isinstance(pods, list):
+        return set().union(*(secret_names(value) for value in pods))
+    return set()
+
+
 def status_of(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     return dict(get_custom(api, namespace, "kafkamirrors", name).get("status", {}))
 

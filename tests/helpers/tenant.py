@@ -76,7 +76,7 @@ def guarded_operator(
 
 def impersonating(
     kube_api: client.ApiClient,
-    kube_apiserver: KubeApiServer,
+    kubeconfig: Path,
     namespace: str,
     user: str,
     resource: str,
@@ -119,7 +119,7 @@ def impersonating(
         30,
         f"the API server to authorize {user} by the new RoleBinding",
     )
-    api = api_client(kube_apiserver.kubeconfig)
+    api = api_client(kubeconfig)
     api.set_default_header("Impersonate-User", user)
     return api
 
@@ -131,7 +131,7 @@ def author(
     """An API client impersonating a user who may write KafkaMirror objects in the namespace,
     and nothing else; the team's Secret is there, which the user may not read."""
     apply(kube_api, secret(LOGIN, namespace, username="team", password=PASSWORD))
-    api = impersonating(kube_api, kube_apiserver, namespace, USER, "kafkamirrors")
+    api = impersonating(kube_api, kube_apiserver.kubeconfig, namespace, USER, "kafkamirrors")
     yield api
     api.close()
 

@@ -25,7 +25,7 @@ from kafka_mirror.render import DEFAULT_AUDIT_IMAGE, DEFAULT_IMAGE
 from kafka_mirror_dev.apiserver import KubeApiServer
 from tests.helpers.kstatus import kstatus
 from tests.helpers.kubectl import kubectl as run_kubectl
-from tests.helpers.objects import condition, exists, get_custom, mirror, secret
+from tests.helpers.objects import condition, exists, get_custom, mirror, secret, secret_names
 from tests.helpers.tenant import LOGIN, PASSWORD, USER, Listener, create, team_login
 from tests.helpers.worker import wait_for
 
@@ -189,18 +189,7 @@ def pod_secret_names(api: client.ApiClient, namespace: str, mirror_name: str) ->
     apps, batch = client.AppsV1Api(api), client.BatchV1Api(api)
     pods = [apps.read_namespaced_deployment(f"{mirror_name}-worker", namespace).spec.template]
     pods.append(batch.read_namespaced_cron_job(f"{mirror_name}-audit", namespace).spec.job_template)
-    return {ref["name"] for ref in _secret_refs(api.sanitize_for_serialization(pods))}
-
-
-def _secret_refs(node: Any) -> list[dict[str, Any]]:
-    if isinstance(node, dict):
-        found = [node[key] for key in ("secretKeyRef", "secretRef") if key in node]  # env, envFrom
-        if isinstance(node.get("secret"), dict):  # a volume
-            found.append({"name": node["secret"]["secretName"]})
-        return found + [r for value in node.values() for r in _secret_refs(value)]
-    if isinstance(node, list):
-        return [r for value in node for r in _secret_refs(value)]
-    return []
+    return secret_names(api.sanitize_for_serialization(pods))
 
 
 @pytest.mark.usefixtures("guarded_operator")

@@ -33,7 +33,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.kube]
 def team(
     kube_api: client.ApiClient, kube_apiserver: KubeApiServer, namespace: str
 ) -> Iterator[client.ApiClient]:
-    api = impersonating(kube_api, kube_apiserver, namespace, "a-team", "mirrortopicselections")
+    api = impersonating(
+        kube_api, kube_apiserver.kubeconfig, namespace, "a-team", "mirrortopicselections"
+    )
     yield api
     api.close()
 
@@ -125,7 +127,9 @@ def test_a_selection_named_to_fit_a_grant_gets_only_what_its_namespace_is_grante
     target = {"bootstrapServers": stack.kafka_b.bootstrap_servers}
     apply(kube_api, mirror("m", namespace, source, target, selectionPolicy=grants))
     tenants = {
-        ns: impersonating(kube_api, kube_apiserver, ns, f"{ns}-team", "mirrortopicselections")
+        ns: impersonating(
+            kube_api, kube_apiserver.kubeconfig, ns, f"{ns}-team", "mirrortopicselections"
+        )
         for ns in (team_b, team_c)
     }
     try:
