@@ -39,6 +39,7 @@ CONFIG_FILE = "worker.yaml"
 METRICS_PORT = 9400
 IMAGE_USER = 10001  # the Dockerfile's user (uid and gid)
 MIRROR_LABEL = "kafkamirror.io/mirror"
+MANAGED_BY = "kafka-mirror-operator"  # the children's app.kubernetes.io/managed-by
 CONFIG_CHECKSUM_ANNOTATION = "kafkamirror.io/config-checksum"
 # The mirroring processes' allocator: mimalloc, preloaded (the image installs Debian's
 # libmimalloc2.0). Their loop thread frees what librdkafka's threads allocated, where glibc's
@@ -126,9 +127,17 @@ def child_labels(mirror: str, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "kafka-mirror",
         "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": "kafka-mirror-operator",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
         MIRROR_LABEL: fit(mirror, LABEL_VALUE_LIMIT),
     }
+
+
+def is_credentials_copy(labels: dict[str, str]) -> bool:
+    """Whether labels are those of a mirror's copy of its credentials (build_credentials_secret)."""
+    return (
+        labels.get("app.kubernetes.io/managed-by") == MANAGED_BY
+        and labels.get("app.kubernetes.io/component") == "credentials"
+    )
 
 
 # --- the worker's configuration ---------------------------------------------------------------

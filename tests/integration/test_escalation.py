@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,11 @@ from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.kube import apply
 from kafka_mirror.render import DEFAULT_AUDIT_IMAGE, DEFAULT_IMAGE
 from kafka_mirror_dev.apiserver import KubeApiServer
+from kafka_mirror_dev.operator import OperatorProcess
 from tests.helpers.kstatus import kstatus
 from tests.helpers.kubectl import kubectl as run_kubectl
 from tests.helpers.objects import condition, exists, get_custom, mirror, secret, secret_names
+from tests.helpers.stack import run_operator
 from tests.helpers.tenant import LOGIN, PASSWORD, USER, Listener, create, team_login
 from tests.helpers.worker import wait_for
 
@@ -294,6 +297,54 @@ def test_a_secret_bound_to_hosts_goes_to_no_other_host_the_list_allows(
     assert listener.connections == 0
     core = client.CoreV1Api(kube_api)
     assert not exists(core.read_namespaced_secret, "elsewhere-credentials", namespace)
+
+
+@pytest.fixture
+def unlabelled_operator(
+    kube_apiserver: KubeApiServer, namespace: str, tmp_path: Path, listener: Listener
+) -> Iterator[OperatorProcess]:
+    """The guarded operator of an installer who allows Secrets without the opt-in label."""
+    yield from run_operator(
+        OperatorProcess(
+            kube_apiserver.kubeconfig,
+            namespace,
+            tmp_path,
+            extra_args=(
+                *("--allowed-bootstrap-host", f"localhost:{listener.port}"),
+                "--allow-unlabelled-secrets",
+            ),
+        )
+    )
+
+
+@pytest.mark.usefixtures("unlabelled_operator")
+def test_a_mirrors_copy_of_its_credentials_is_no_other_mirrors_input(
+    kube_api: client.ApiClient, namespace: str, author: client.ApiClient, listener: Listener
+) -> None:
+    """The attack review's: even where any Secret may be named, the operator's copy of a
+    host-bound Secret carries no binding, so naming it would send the password anywhere."""
+    bound = secret("bound-login", namespace, username="team", password="bound-pw-9d")
+    bound["metadata"]["annotations"] = {
+        "kafkamirror.io/bootstrap-hosts": f"localhost:{listener.port}"
+    }
+    apply(kube_api, bound)
+    cluster = team_login(f"localhost:{listener.port}")
+    cluster["sasl"]["passwordSecret"] = {"name": "bound-login", "key": "password"}
+    create(author, mirror("first", namespace, cluster, cluster))
+    core = client.CoreV1Api(kube_api)
+    wait_for(
+        lambda: exists(core.read_namespaced_secret, "first-credentials", namespace),
+        60,
+        "the first mirror's copy of its credentials",
+    )
+    copied = core.read_namespaced_secret("first-credentials", namespace).data
+    key = next(name for name in copied if name.endswith("PASSWORD"))
+    theirs = team_login(f"localhost:{listener.port}")
+    theirs["sasl"]["passwordSecret"] = {"name": "first-credentials", "key": key}
+    create(author, mirror("second", namespace, theirs, theirs))
+    message = not_allowed_message(author, namespace, "second")
+    assert "Secret first-credentials is the copy the operator made of mirror first's" in message
+    assert not exists(core.read_namespaced_secret, "second-credentials", namespace)
 
 
 @pytest.mark.usefixtures("guarded_operator")

@@ -77,6 +77,14 @@ class Secrets:
                 self._read[name] = None
         secret = self._read[name]
         labels = (secret.metadata.labels if secret and secret.metadata else None) or {}
+        if secret is not None and render.is_credentials_copy(labels):
+            # The copy carries no host binding of its source: naming it would send another
+            # mirror's credentials wherever this one points, whatever the installer allows.
+            message = (
+                f"Secret {name} is the copy the operator made of mirror "
+                f"{labels.get(render.MIRROR_LABEL)}'s credentials: name the Secret it was made from"
+            )
+            raise SpecUnusable(Problem(NOT_ALLOWED, message))
         if secret is not None and not self.any_secret and labels.get(CREDENTIAL_LABEL) != "true":
             refused = NotAllowed(
                 "a Secret",
