@@ -82,6 +82,14 @@ def fit(name: str, limit: int) -> str:
     return f"{name[: limit - 9].rstrip('-.')}-{digest}"
 
 
+def mirror_label(mirror: str) -> str:
+    """The mirror's MIRROR_LABEL value: its name, or when over a label's 63 characters its first
+    54 and a hash after `_`, which no object name holds, so no other mirror's name is the same."""
+    if len(mirror) <= LABEL_VALUE_LIMIT:
+        return mirror
+    return f"{mirror[:54]}_{hashlib.sha256(mirror.encode()).hexdigest()[:8]}"
+
+
 def worker_name(mirror: str) -> str:
     return f"{mirror}-worker"
 
@@ -114,7 +122,7 @@ def selector_labels(mirror: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "kafka-mirror",
         "app.kubernetes.io/component": "worker",
-        MIRROR_LABEL: fit(mirror, LABEL_VALUE_LIMIT),
+        MIRROR_LABEL: mirror_label(mirror),
     }
 
 
@@ -128,7 +136,7 @@ def child_labels(mirror: str, component: str) -> dict[str, str]:
         "app.kubernetes.io/name": "kafka-mirror",
         "app.kubernetes.io/component": component,
         "app.kubernetes.io/managed-by": MANAGED_BY,
-        MIRROR_LABEL: fit(mirror, LABEL_VALUE_LIMIT),
+        MIRROR_LABEL: mirror_label(mirror),
     }
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafka_mirror.api.clusters import SecretKeyRef
 from kafka_mirror.api.models import DNS_LABEL, KafkaMirrorSpec
@@ -33,6 +35,7 @@ from kafka_mirror.render import (
     config_checksum,
     fit,
     label_selector,
+    mirror_label,
     render_worker_config,
     selector_labels,
 )
@@ -42,6 +45,7 @@ NAMESPACE = "team-a"
 NAME = "a-to-b"
 CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
 # A mirror name at the DNS-label limit, as MirrorTopicSelection.spec.mirror allows.
+LABEL_VALUE = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"  # Kubernetes' syntax
 LONG_NAME = "payments-" + "x" * 50 + "-a2b"
 
 SOURCE_PASSWORD = SecretKeyRef(name="source-credentials", key="scram-password")
@@ -574,6 +578,18 @@ def test_fit_keeps_long_names_with_a_common_prefix_apart() -> None:
     first, second = "p" * 70 + "-one", "p" * 70 + "-two"
     assert fit(first, 63) != fit(second, 63)
     assert fit(first, 63)[:50] == fit(second, 63)[:50]
+
+
+@given(st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", fullmatch=True))
+def test_no_two_mirror_names_share_a_label_value(name: str) -> None:
+    """The attack review's: a mirror named as another's shortened label got that mirror's
+    selectors (PDB, Service, NetworkPolicy over its pods). Its own name is a label only when it
+    fits; a long one's label holds `_`, which no object name does."""
+    value = mirror_label(name)
+    assert re.fullmatch(LABEL_VALUE, value) and len(value) <= LABEL_VALUE_LIMIT
+    assert (value == name) == (len(name) <= LABEL_VALUE_LIMIT)
+    assert (value == name) or ("_" in value and name.startswith(value.split("_")[0]))
+    assert mirror_label(name + "x") != value
 
 
 def test_audit_runs_on_the_spec_spark_master_with_its_conf_and_its_own_account() -> None:
