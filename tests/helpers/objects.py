@@ -84,12 +84,17 @@ def secret(name: str, namespace: str, opted_in: bool = True, **data: str) -> dic
 
 
 def secret_names(pods: Any) -> set[str]:
-    """Every Secret that pod specs (serialized: dicts and lists) reference, by env, envFrom or
-    volume."""
+    """Every Secret that pod specs (serialized: dicts and lists) reference: by env or envFrom,
+    by a volume or a projected volume's source, as an image pull Secret or a CSI volume's."""
     if isinstance(pods, dict):
-        found = {pods[key]["name"] for key in ("secretKeyRef", "secretRef") if key in pods}
-        if isinstance(pods.get("secret"), dict):  # a volume
-            found.add(pods["secret"]["secretName"])
+        found = {
+            pods[key]["name"]
+            for key in ("secretKeyRef", "secretRef", "nodePublishSecretRef")
+            if isinstance(pods.get(key), dict)
+        }
+        if isinstance(pods.get("secret"), dict):  # a volume (secretName) or a projection (name)
+            found.add(pods["secret"].get("secretName") or pods["secret"].get("name"))
+        found.update(ref["name"] for ref in pods.get("imagePullSecrets") or [])
         return found.union(*(secret_names(value) for value in pods.values()))
     if isinstance(pods, list):
         return set().union(*(secret_names(value) for value in pods))
