@@ -20,6 +20,7 @@ from kafka_mirror.kafka.acl_grants import (
     applications_of,
     change,
     copies,
+    moved_by,
     parse_record,
 )
 from kafka_mirror.topics import NameFilter
@@ -125,8 +126,18 @@ def test_the_lists_of_applications_rights_are_no_copies_of_bindings() -> None:
     write = Grant("TOPIC", "t", "User:p", "*", "WRITE", "ALLOW")
     read = Grant("TOPIC", "t.B", "User:c", "*", "READ", "ALLOW")
     held = {(applications_of("ns/b-to-a"), write): True, ("ns/b-to-a", read): True}
-    assert copies(held) == {read}
+    assert copies(held, {"t": "t.A"}) == {read}
     assert applications_of("ns/m").endswith(APPLICATIONS)
+
+
+def test_moved_rights_are_copied_back_to_a_topic_of_another_name_only() -> None:
+    """Issue 62's failback: the consumer's READ a failover moved onto B's `t` is its right on
+    `t`, which it needs on A's `t.B` after the Return; under identity naming it would go back
+    onto A's `t`, where it came from, and outlive its revocation there."""
+    read = Grant("TOPIC", "t", "User:c", "*", "READ", "ALLOW")
+    held = {(moved_by("ns/a-to-b"), read): True}
+    assert copies(held, {"t": "t.B"}) == set()
+    assert copies(held, {"t": "t"}) == {read}
 
 
 def test_principals_are_renamed_for_the_target() -> None:

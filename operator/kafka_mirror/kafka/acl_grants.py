@@ -66,9 +66,12 @@ def applications_of(mirror: str) -> str:
     return mirror + APPLICATIONS
 
 
+MOVED = "#moved"
+
+
 def moved_by(mirror: str) -> str:
     """The owner of the rights an operation of the mirror granted the applications."""
-    return f"{mirror}#moved"
+    return mirror + MOVED
 
 
 def fenced_by(mirror: str, operation_id: str) -> str:
@@ -229,13 +232,18 @@ def owned_by(held: dict[tuple[str, Grant], bool], owner: str) -> set[Grant]:
     return {grant for (who, grant), owned in held.items() if owned and who == owner}
 
 
-def copies(held: dict[tuple[str, Grant], bool]) -> set[Grant]:
-    """The bindings any mirror made on the cluster (not the lists of applications' rights,
-    which are none)."""
+def copies(held: dict[tuple[str, Grant], bool], mirrored: dict[str, str]) -> set[Grant]:
+    """The bindings on the cluster that copy the other side's, never to be copied back: those
+    any mirror's sync made, and the applications' rights an operation moved onto a topic that
+    would be copied under its own name (identity naming: back onto the topic they came from).
+    Moved onto `t` and copied as `t.B`, they are the applications' rights on `t`, whose
+    consumers read `t.B` after a failback. The lists of applications' rights are no bindings."""
     return {
         grant
         for (owner, grant), owned in held.items()
-        if owned and not owner.endswith(APPLICATIONS)
+        if owned
+        and not owner.endswith(APPLICATIONS)
+        and not (owner.endswith(MOVED) and mirrored.get(grant.name, grant.name) != grant.name)
     }
 
 

@@ -216,7 +216,7 @@ class AclSync:
         # revocation on the other side (in a pair A⇄B). Whoever may write the source's grants
         # topic could so hold a copy back (docs/runbook-dr.md), so never a DENY: a DENY copied
         # back at worst outlives its revocation, a DENY held back would open a topic.
-        made_on_source = self._copies_on_source()
+        made_on_source = self._copies_on_source(mirrored)
         bindings = [
             SourceBinding(values_of(b)[0], name_of(b.resource_pattern_type), *values_of(b)[1:])
             for b in source
@@ -275,12 +275,12 @@ class AclSync:
         self.records.record(owner, now - listed, owned=True)
         self.records.record(owner, listed - now, owned=False)
 
-    def _copies_on_source(self) -> set[Grant]:
+    def _copies_on_source(self, mirrored: dict[str, str]) -> set[Grant]:
         """The bindings any mirror's sync made on the source (a mirror the other way), which
         are copies, not the applications' own: copied back, a binding revoked on one side
         would come back from the other."""
         try:
-            return copies(held_grants(self.clients.source_settings))
+            return copies(held_grants(self.clients.source_settings), mirrored)
         except ClusterUnavailable as error:  # unreadable: nothing known copied there
             log.warning("the source's grants not read: %s", error)
             return set()
