@@ -121,12 +121,15 @@ def start_scenario(
     return Scenario(topic, app, read_on_a)
 
 
-def checkpoints_follow(b: LocalKafka, a: LocalKafka, group: str, topic: str) -> None:
-    """Until the group's checkpoints on B name its committed offsets on A."""
+def checkpoints_follow(
+    b: LocalKafka, a: LocalKafka, group: str, topic: str, source_alias: str = "A"
+) -> None:
+    """Until the group's checkpoints on B name its committed offsets on A (whose alias is
+    `source_alias`)."""
     at = {p: o for (t, p), o in group_offsets(a, group).items() if t == topic}
 
     def done() -> bool:
-        newest = newest_checkpoints(b, f"{topic}.A")
+        newest = newest_checkpoints(b, f"{topic}.{source_alias}", source_alias)
         return all(
             (c := newest.get((group, p))) is not None and c.upstream_offset == o
             for p, o in at.items()

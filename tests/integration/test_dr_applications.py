@@ -8,7 +8,14 @@ On A, the consumer may only read `t` and its group, the producer may only write 
 may do nothing. After `kafka-mirror failover`, judged by Kafka and by the applications' own
 deserializers: the consumer resumes its group on `t.A` on B under the same principal and reads
 every record it had not read, each with its schema; the producer writes `t` on B, a right the
-failover moved; eve has nothing on B."""
+failover moved; eve has nothing on B.
+
+And back, once A returns: the producer wrote 50 orders to `t` on B with an evolved schema (a
+version A's registry never had) and the consumer read 20 of them. `b-to-a` mirrors `t` to `t.B`
+on A with the ACL and schema syncs the other way, and `kafka-mirror return` hands back: the
+producer may no longer write `t` on B; on A the consumer reads the other 30 in `t.B` with the
+evolved schema from A's registry, and, once the producer writes `t` on A again, reads only the
+new orders there (its group resumed from what it read of `t.A` on B)."""
 
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ from kafka_mirror.kube import apply
 from kafka_mirror_dev.apiserver import KubeApiServer
 from kafka_mirror_dev.kafka import LocalKafka
 from kafka_mirror_dev.schema_registry import LocalSchemaRegistry
-from tests.helpers.dr import checkpoints_follow, run_cli
+from tests.helpers.dr import checkpoints_follow, operation_of, run_cli
 from tests.helpers.kafka import create_topics, unique
 from tests.helpers.objects import get_custom, mirror, selection
 from tests.helpers.worker import StartWorker, wait_for, worker_config
@@ -40,7 +47,7 @@ from tests.integration.test_security import scram_login, set_scram_password
 
 pytestmark = [pytest.mark.kafka, pytest.mark.kube]
 
-PARTITIONS, WRITTEN, READ_ON_A = 3, 300, 120
+PARTITIONS, WRITTEN, READ_ON_A, ON_B, READ_ON_B = 3, 300, 120, 50, 20
 ORDER = json.dumps(
     {
         "type": "record",
@@ -55,8 +62,18 @@ ORDER = json.dumps(
 )
 
 
+# What the producer writes on B during the outage: the schema evolved (a field with a default),
+# a version A's registry never had.
+NOTE = {"name": "note", "type": "string", "default": ""}
+ORDER_V2 = json.dumps({**json.loads(ORDER), "fields": [*json.loads(ORDER)["fields"], NOTE]})
+
+
 def order(n: int) -> dict[str, Any]:
     return {"id": n, "item": f"item-{n % 17}", "cents": 100 * n + 7}
+
+
+def order_v2(n: int) -> dict[str, Any]:
+    return {**order(n), "note": f"written on B {n}"}
 
 
 class Application:
@@ -69,9 +86,9 @@ class Application:
         self.login = scram_login(cluster, user, password)
         self.registry = SchemaRegistryClient({"url": registry.url})
 
-    def write(self, topic: str, values: list[dict[str, Any]]) -> str:
+    def write(self, topic: str, values: list[dict[str, Any]], schema: str = ORDER) -> str:
         """ "written", or the first error the broker answers."""
-        serializer = AvroSerializer(self.registry, ORDER)
+        serializer = AvroSerializer(self.registry, schema)
         context = SerializationContext(topic, MessageField.VALUE)
         answers: list[str] = []
 
@@ -142,7 +159,7 @@ def same_user(*clusters: LocalKafka) -> tuple[str, str]:
 
 @pytest.mark.long  # two clusters with an authorizer and two registries for one scenario
 @pytest.mark.usefixtures("granting_operator")
-def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_schemas(
+def test_the_applications_carry_on_on_b_and_back_on_a_with_their_principals_and_schemas(
     kafka_a_acl: LocalKafka,
     kafka_b_acl: LocalKafka,
     kube_api: client.ApiClient,
@@ -239,11 +256,12 @@ def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_sc
     assert reread == 0 and len(ids_b) == len(set(ids_b)), (reread, len(ids_b))
     assert all(v == order(v["id"]) for v in read_on_b), "a field read differently on B"
     on_b = Application(b, registry_b, producer, producer_pw)
-    assert on_b.write(topic, [order(n) for n in range(WRITTEN, WRITTEN + 50)]) == "written"
-    # The consumer reads them in its group, with the READ on t the failover moved too.
-    local = reader_b.read(topic, group, 50)
-    assert isinstance(local, list), local
-    assert sorted(v["id"] for v in local) == list(range(WRITTEN, WRITTEN + 50))
+    on_b_ids = range(WRITTEN, WRITTEN + ON_B)
+    assert on_b.write(topic, [order_v2(n) for n in on_b_ids], ORDER_V2) == "written"
+    # The consumer reads some of them in its group, with the READ on t the failover moved too.
+    local = reader_b.read(topic, group, READ_ON_B, stop=True)
+    assert isinstance(local, list) and len(local) == READ_ON_B, local
+    assert all(v == order_v2(v["id"]) for v in local) and {v["id"] for v in local} <= set(on_b_ids)
     # Eve had nothing on A and has nothing on B; nobody but the mirror writes the copy.
     assert Application(b, registry_b, eve, eve_pw).write(topic, [order(0)]) == (
         "TOPIC_AUTHORIZATION_FAILED"
@@ -252,8 +270,87 @@ def test_the_applications_carry_on_on_b_under_their_own_principals_with_their_sc
         "TOPIC_AUTHORIZATION_FAILED"
     )
     assert on_b.write(remote, [order(0)]) == "TOPIC_AUTHORIZATION_FAILED"
+
+    # A is back: b-to-a mirrors B's t to t.B on A with both syncs the other way (the consumer's
+    # READ on t, the evolved schema), and the Return hands the applications back to A.
+    back = f"{topic}.B"
+    bind(a, back, "User:ANONYMOUS", AclOperation.ALL)  # b-to-a's own right, made by hand
+    reverse_registries = {"source": {"url": registry_b.url}, "target": {"url": registry_a.url}}
+    failback = worker_config(
+        b,
+        a,
+        [re.escape(topic)],
+        mirror=f"{namespace}/b-to-a",
+        source={"alias": "B", "bootstrapServers": b.bootstrap_servers},
+        target={"alias": "A", "bootstrapServers": a.bootstrap_servers},
+        aclSync={"intervalSeconds": 10},
+        schemaRegistry=reverse_registries,
+    )
+    reverse_worker = start_worker(failback, "worker-b-to-a")
+    wait_for(
+        lambda: reverse_worker.metric("kafka_mirror_records_total", topic=topic) == ON_B,
+        120,
+        "B's orders mirrored back to A",
+    )
+    checkpoints_follow(a, b, group, topic, source_alias="B")
+    # The consumer's READ the failover moved onto B's t, copied as its right on t.B on A.
+    copy_back = Grant("TOPIC", back, f"User:{consumer}", "*", "READ", "ALLOW")
+    wait_for(lambda: copy_back in grants_on(a, back), 90, "the consumer's READ copied back")
+    declared["spec"]["reverse"] = "b-to-a"
+    apply(kube_api, declared)
+    reverse = mirror(
+        "b-to-a",
+        namespace,
+        {"alias": "B", "bootstrapServers": b.bootstrap_servers},
+        {"alias": "A", "bootstrapServers": a.bootstrap_servers},
+        aclSync={"intervalSeconds": 10},
+        standbyFor="a-to-b",
+    )
+    reverse["spec"]["schemaRegistry"] = reverse_registries
+    apply(kube_api, selection("failback", namespace, "b-to-a", [re.escape(topic)]))
+    apply(kube_api, reverse)
+    run_cli(
+        kube_apiserver.kubeconfig,
+        *("return", "b-to-a", "--resume", "a-to-b", "--namespace", namespace),
+        *("--id", "back-to-a", "--timeout", "0"),
+    )
+    # Without a kubelet a-to-b's workers never start, so the Return waits in ResumingMirror; the
+    # rights the failover moved are taken off B as the Return starts a-to-b again.
+    wait_for(
+        lambda: operation_of(kube_api, namespace, "b-to-a").get("phase") == "ResumingMirror",
+        180,
+        lambda: f"the Return to resume a-to-b: {operation_of(kube_api, namespace, 'b-to-a')}",
+    )
+    reverse_worker.stop()
+    wait_for(
+        lambda: "returnedAt" in operation_of(kube_api, namespace)["movedRights"],
+        60,
+        "the moved rights returned",
+    )
+    committed = {
+        (c["group"], c["topic"]) for c in operation_of(kube_api, namespace, "b-to-a")["committed"]
+    }
+    assert {(group, back), (group, topic)} <= committed, committed
+
+    # On B the producer may no longer write t. On A the consumer reads in its group the orders
+    # of t.B it had not read on B, each with the evolved schema through A's registry; then the
+    # producer writes t on A again, and the consumer, resumed in t where it stood on B's t.A,
+    # reads only those.
+    assert on_b.write(topic, [order_v2(0)], ORDER_V2) == "TOPIC_AUTHORIZATION_FAILED"
+    reader_back = Application(a, registry_a, consumer, consumer_pw)
+    read_back = reader_back.read(back, group, ON_B - READ_ON_B)
+    assert isinstance(read_back, list), read_back
+    ids_back = [v["id"] for v in read_back]
+    assert sorted(ids_back + [v["id"] for v in local]) == list(on_b_ids), "skipped or re-read"
+    assert all(v == order_v2(v["id"]) for v in read_back), "a field read differently on A"
+    after = range(WRITTEN + ON_B, WRITTEN + ON_B + 40)
+    assert on_a.write(topic, [order(n) for n in after]) == "written"
+    resumed = reader_back.read(topic, group, len(after))
+    assert isinstance(resumed, list), resumed
+    assert sorted(v["id"] for v in resumed) == list(after), "t on A not resumed where B left it"
     print(
         f"read on A {len(ids_a)}, on B {len(ids_b)}, skipped 0, re-read {reread}; "
-        f"the producer wrote 50 to t on B and the consumer read them; "
-        f"failover: {status['message']}"
+        f"the producer wrote {ON_B} to t on B, the consumer read {READ_ON_B} there and the "
+        f"other {len(ids_back)} of t.B on A after the Return, then only the {len(after)} new "
+        f"in t; failover: {status['message']}"
     )
