@@ -220,18 +220,49 @@ class StatusLoop:
         list(self._pool.map(one, raws))
 
 
+LIST_PAGE = 200  # objects a list request returns: the tick holds one page's JSON at a time
+# What a refresh never reads and a listing holds most of: who set each field, and kopf's copy
+# of the whole spec it handled last.
+UNREAD_METADATA = ("managedFields",)
+UNREAD_ANNOTATIONS = (f"{GROUP}/last-handled-configuration",)
+
+
 def namespaced_lister(api: client.ApiClient, namespaces: list[str]) -> Callable[[str], list[Raw]]:
-    """Lists a kind in the namespaces served, or in all of them when none is given."""
+    """Lists a kind in the namespaces served, or in all of them when none is given, a page at
+    a time, each object kept without what a refresh never reads."""
     objects = client.CustomObjectsApi(api)
 
+    def pages(plural: str, namespace: str | None) -> Iterable[list[Raw]]:
+        token: str | None = None
+        while True:
+            if namespace is None:
+                found: Any = objects.list_cluster_custom_object(
+                    GROUP, VERSION, plural, limit=LIST_PAGE, _continue=token
+                )
+            else:
+                found = objects.list_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, limit=LIST_PAGE, _continue=token
+                )
+            yield found["items"]
+            token = found["metadata"].get("continue")
+            if not token:
+                return
+
     def lister(plural: str) -> list[Raw]:
-        if not namespaces:
-            found: Any = objects.list_cluster_custom_object(GROUP, VERSION, plural)
-            return list(found["items"])
         items: list[Raw] = []
-        for namespace in namespaces:
-            found = objects.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)
-            items += found["items"]
+        served: list[str | None] = list(namespaces) or [None]
+        for namespace in served:
+            for page in pages(plural, namespace):
+                items += (_trimmed(raw) for raw in page)
         return items
 
     return lister
+
+
+def _trimmed(raw: Raw) -> Raw:
+    metadata = raw.get("metadata", {})
+    for key in UNREAD_METADATA:
+        metadata.pop(key, None)
+    for key in UNREAD_ANNOTATIONS:
+        (metadata.get("annotations") or {}).pop(key, None)
+    return raw
