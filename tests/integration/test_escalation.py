@@ -420,6 +420,31 @@ def test_settings_off_the_closed_lists_are_refused_at_admission(
     assert "may set only these" in message
 
 
+def audit_run_under_way(batch: client.BatchV1Api, namespace: str, cronjob: str) -> str:
+    """A Job of the CronJob's as its controller starts one (this API server runs no
+    controllers): owned by the CronJob and listed in its `status.active`; its name."""
+    owner = batch.read_namespaced_cron_job(cronjob, namespace)
+    job = client.V1Job(
+        metadata=client.V1ObjectMeta(
+            name=f"{cronjob}-29000000",
+            owner_references=[
+                client.V1OwnerReference(
+                    api_version="batch/v1",
+                    kind="CronJob",
+                    name=cronjob,
+                    uid=owner.metadata.uid,
+                    controller=True,
+                )
+            ],
+        ),
+        spec=client.V1JobSpec(template=owner.spec.job_template.spec.template),
+    )
+    made = batch.create_namespaced_job(namespace, job)
+    active = [{"kind": "Job", "name": made.metadata.name, "uid": made.metadata.uid}]
+    batch.patch_namespaced_cron_job_status(cronjob, namespace, {"status": {"active": active}})
+    return str(made.metadata.name)
+
+
 @pytest.mark.usefixtures("guarded_operator")
 def test_a_running_mirror_turned_disallowed_is_stopped_and_resumes_when_fixed(
     kube_api: client.ApiClient,
@@ -436,6 +461,7 @@ def test_a_running_mirror_turned_disallowed_is_stopped_and_resumes_when_fixed(
         "the mirror's children",
     )
     assert apps.read_namespaced_deployment("m-worker", namespace).spec.replicas == 1
+    run = audit_run_under_way(batch, namespace, "m-audit")
 
     patch = {"spec": {"worker": {"image": "evil.example/steal:1"}}}
     client.CustomObjectsApi(author).patch_namespaced_custom_object(
@@ -448,6 +474,11 @@ def test_a_running_mirror_turned_disallowed_is_stopped_and_resumes_when_fixed(
         ),
         60,
         "the workers scaled to zero and the audit suspended",
+    )
+    wait_for(
+        lambda: not exists(batch.read_namespaced_job, run, namespace),
+        60,
+        "the audit run under way deleted",
     )
     assert "spec.worker.image 'evil.example/steal:1'" in not_allowed_message(author, namespace, "m")
     # Stopped, not rendered again: the hostile image is in no pod template.

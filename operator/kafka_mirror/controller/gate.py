@@ -4,7 +4,8 @@ A stored spec the models refuse (`InvalidSpec`) or one outside the installer's a
 (`NotAllowed`, see `kafka_mirror.api.policy`) gets nothing rendered and no connection. What
 already runs is also stopped, wherever the refusal was found (the spec, a Secret that did not
 opt in, the API server refusing a child): its workers are scaled to zero and its audit CronJob
-suspended, on those two fields only, and the operator's copy of its credentials is deleted.
+suspended, on those two fields only, the audit's runs under way are deleted, and the operator's
+copy of its credentials is deleted.
 A stored spec may predate a stricter schema (a bootstrap entry of an earlier grammar), so the
 running children may carry what the operator would refuse now. The allow-lists are the installer's
 word on who may receive the mirror's credentials, and they may have narrowed since the children
@@ -15,6 +16,8 @@ next converge with nothing lost.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from kubernetes import client
 from pydantic import ValidationError
@@ -66,9 +69,9 @@ STOPPING = (INVALID_SPEC, NOT_ALLOWED)  # refusals that stop what runs
 
 
 def stop_children(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
-    """Scale the mirror's workers to zero, suspend its audit and delete its credentials copy,
-    where they exist and are this mirror's (an object of the same name someone else made is
-    left alone)."""
+    """Scale the mirror's workers to zero, suspend its audit, end the audit runs under way and
+    delete its credentials copy, where they exist and are this mirror's (an object of the same
+    name someone else made is left alone)."""
     for api_version, kind, child, patch in (
         ("apps/v1", "Deployment", render.worker_name(name), {"spec": {"replicas": 0}}),
         ("batch/v1", "CronJob", render.audit_cronjob_name(name), {"spec": {"suspend": True}}),
@@ -77,7 +80,17 @@ def stop_children(api: client.ApiClient, namespace: str, name: str, owner_uid: s
         if found is None or controller_uid(found) != owner_uid:
             continue  # never rendered (nothing runs), or not ours
         merge_patch(api, api_version, kind, namespace, child, patch, STOP_MANAGER)
+        if kind == "CronJob":
+            _end_audit_runs(api, namespace, found)
     delete_credentials(api, namespace, name, owner_uid)
+
+
+def _end_audit_runs(api: client.ApiClient, namespace: str, cronjob: dict[str, Any]) -> None:
+    """Delete the audit's Jobs under way (their pods and Spark executors go with them): a
+    suspended CronJob starts no new run but leaves a running one with the credentials in its
+    environment, talking to a cluster that may no longer be allowed."""
+    for run in (cronjob.get("status") or {}).get("active") or []:
+        delete_owned(api, "batch/v1", "Job", namespace, run["name"], cronjob["metadata"]["uid"])
 
 
 def delete_credentials(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
