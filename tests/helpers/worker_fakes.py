@@ -87,10 +87,14 @@ class Source:
 
 @dataclass
 class Target:
-    """Upstream offsets acknowledged per partition; whether it denies the mirror the topic."""
+    """Upstream offsets acknowledged per partition; whether it denies the mirror the topic;
+    which run of each partition copies it now (a new one each time it is given up) and the
+    records of an earlier run it acknowledged after that (two runs interleaved)."""
 
     acknowledged: list[set[int]] = field(default_factory=lambda: [set() for _ in range(PARTITIONS)])
     denied: bool = False
+    runs: list[int] = field(default_factory=lambda: [0] * PARTITIONS)
+    interleaved: list[tuple[int, int]] = field(default_factory=list)  # partition, upstream
 
 
 class FakeConsumer:
@@ -169,7 +173,8 @@ class FakeProducer:
 
     def __init__(self, target: Target, capacity: int, remote: str = REMOTE) -> None:
         self.target, self.capacity, self.remote = target, capacity, remote
-        self.queue: list[tuple[int, int, Callback | None]] = []  # partition, upstream, callback
+        # partition, upstream, callback, the partition's run when queued
+        self.queue: list[tuple[int, int, Callback | None, int]] = []
         self.reports: list[tuple[Callback, KafkaError | None, int]] = []
         self.failed = False
         self.fatal = "fatal: gapless guarantee"  # the fatal error's message, once failed
@@ -200,12 +205,14 @@ class FakeProducer:
         assert name == PROVENANCE_HEADER and [v for _, v in headers].count(ours) == 1, headers
         upstream = Provenance.decode(ours).offset
         self.sent[(partition, upstream)] = headers
-        self.queue.append((partition, upstream, callback))
+        self.queue.append((partition, upstream, callback, self.target.runs[partition]))
 
     def deliver(self, count: int) -> None:
         """The target acknowledges the oldest `count` records (in order)."""
-        for partition, upstream, callback in self.queue[:count]:
+        for partition, upstream, callback, run in self.queue[:count]:
             self.target.acknowledged[partition].add(upstream)
+            if run != self.target.runs[partition]:
+                self.target.interleaved.append((partition, upstream))
             if callback is not None:
                 self.downstream += 1
                 self.reports.append((callback, None, self.downstream))
@@ -219,7 +226,7 @@ class FakeProducer:
 
     def fail_held(self, partitions: set[int], code: int) -> None:
         error = KafkaError(code)
-        for _p, _u, callback in [q for q in self.queue if q[0] in partitions]:
+        for _p, _u, callback, _run in [q for q in self.queue if q[0] in partitions]:
             if callback is not None:
                 self.reports.append((callback, error, -1))
         self.queue = [q for q in self.queue if q[0] not in partitions]
@@ -241,7 +248,7 @@ class FakeProducer:
 
     def purge(self) -> None:
         error = KafkaError(KafkaError._PURGE_QUEUE)
-        self.reports += [(c, error, -1) for _p, _u, c in self.queue if c is not None]
+        self.reports += [(c, error, -1) for _p, _u, c, _run in self.queue if c is not None]
         self.queue.clear()
 
     # A transactional producer's (exactly once): aborting purges what it held.
@@ -287,6 +294,7 @@ class FakeClients:
         self.consumer = FakeConsumer(source, rng)
         self.target, self.capacity, self.remote = target, capacity, remote
         self.producer = FakeProducer(target, capacity, remote)
+        self.replaced: list[FakeProducer] = []  # they send on what they hold unless purged
         self.syncs_producer = self.checkpoints_producer = self.producer
         self.syncs_reader = self.checkpoints_reader = FakeReader()
         self.source_admin = self.target_admin = FakeAdmin()
@@ -309,6 +317,7 @@ class FakeClients:
     def renew_producer(self, linger_ms: int | None = None) -> FakeProducer:
         old, self.producer = self.producer, FakeProducer(self.target, self.capacity, self.remote)
         self.syncs_producer = self.producer
+        self.replaced.append(old)
         return old
 
     def close(self) -> None:

@@ -4,7 +4,8 @@ refusals, a full queue, in-order delivery reports, refused records, a failed pro
 without a permanent refusal named in its fatal error), a topic the target denies, revocation,
 lost partitions, a producer renewed for another linger, restarts and shutdown, no committed
 offset ever passes a source record that the target has not acknowledged (transaction markers,
-holding no record, aside).
+holding no record, aside), and nothing a worker queued for a partition it gave up reaches the
+target after the partition's next run began (one run of a partition at a time).
 
 The fakes (`tests/helpers/worker_fakes.py`) keep librdkafka's guarantees and no more.
 """
@@ -55,7 +56,8 @@ class CommitModel(RuleBasedStateMachine):
 
     @rule(count=st.integers(0, 20))
     def target_acknowledges(self, count: int) -> None:
-        self.clients.producer.deliver(count)
+        for producer in [*self.clients.replaced, self.clients.producer]:
+            producer.deliver(count)
 
     @rule(partition=st.integers(0, PARTITIONS - 1))
     def target_refuses_a_partition(self, partition: int) -> None:
@@ -137,8 +139,9 @@ class CommitModel(RuleBasedStateMachine):
         if partition not in consumer.position:
             return
         tp = TopicPartition(TOPIC, partition)
-        self.worker._barrier([tp], 1.0 if flush else 0.0)
-        self.worker.partitions.forget([tp])
+        self.worker._barrier([tp], 1.0 if flush else 0.0)  # `_on_revoke`, its flush timed out
+        self.worker._give_up([tp], "revoked")
+        self.target.runs[partition] += 1  # another worker's, say
         del consumer.position[partition]
         consumer.paused.discard(partition)
         consumer.assign([partition])
@@ -149,6 +152,7 @@ class CommitModel(RuleBasedStateMachine):
         if partition in consumer.position:
             tp = TopicPartition(TOPIC, partition)
             self.worker._on_lost(consumer, [tp])
+            self.target.runs[partition] += 1
             del consumer.position[partition]
             consumer.paused.discard(partition)
             consumer.assign([partition])
@@ -161,6 +165,7 @@ class CommitModel(RuleBasedStateMachine):
             self.clients.producer.failed = True  # nothing more acknowledged after the stop
         self.worker.stopping.set()
         self.worker.run()  # ends at once: the barrier, then close (revocation)
+        self.target.runs = [run + 1 for run in self.target.runs]
         self.start_worker()
 
     # --- the promise ----------------------------------------------------------------------
@@ -169,6 +174,12 @@ class CommitModel(RuleBasedStateMachine):
     def no_commit_passes_an_unacknowledged_record(self) -> None:
         missing = unacknowledged_below_commits(self.source, self.target)
         assert not missing, f"committed past records the target never acknowledged: {missing}"
+
+    @invariant()
+    def one_run_of_a_partition_at_a_time(self) -> None:
+        """What a worker queued for a partition it gave up never reaches the target after the
+        partition's next owner began (`AtLeastOnceWorker._give_up`)."""
+        assert not self.target.interleaved, f"an earlier run's records: {self.target.interleaved}"
 
 
 CommitModel.TestCase.settings = settings(
