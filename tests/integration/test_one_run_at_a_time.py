@@ -11,13 +11,12 @@ import re
 
 import pytest
 
-from kafka_mirror.kafka.formats import PROVENANCE_HEADER, Provenance
+from tests.helpers.failover import source_offsets
 from tests.helpers.kafka import client_quota, create_topics, produce, records, unique
 from tests.helpers.stack import MirrorStack
 from tests.helpers.worker import (
     StartWorker,
     group_offsets,
-    read_partition,
     wait_for,
     wait_until_mirrored,
     worker_config,
@@ -28,15 +27,6 @@ pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 PARTITIONS, RECORDS, SIZE = 4, 120_000, 300  # 36 MB: minutes at the quota, in the queue at once
 QUOTA = "producer_byte_rate=500000"  # B's default for every client: the revoke flush times out
-
-
-def source_offsets(stack: MirrorStack, remote: str, partition: int) -> list[int]:
-    """The source offset of each copy in the remote partition, in the order B holds them."""
-    found = []
-    for record in read_partition(stack.kafka_b, remote, partition, 0):
-        ours = [v for k, v in record.headers if k == PROVENANCE_HEADER]
-        found.append(Provenance.decode(ours[-1]).offset)
-    return found
 
 
 @pytest.mark.timeout(900)
@@ -71,7 +61,7 @@ def test_a_partition_revoked_behind_a_throttled_queue_is_copied_by_one_worker_at
     )
     remote = f"{topic}.A"
     for partition in range(PARTITIONS):
-        order = source_offsets(stack, remote, partition)
+        order = source_offsets(stack.kafka_b, remote, partition)
         assert set(order) == set(range(RECORDS // PARTITIONS)), f"{partition}: records missing"
         backs = [i for i in range(1, len(order)) if order[i] < order[i - 1]]
         print(f"{remote}[{partition}]: {len(order):,} copies, back at {backs[:10]}")
