@@ -114,10 +114,6 @@ def build_registry(options: OperatorOptions, namespaces: list[str]) -> kopf.Oper
         # start-up do not all render and apply at once.
         settings.execution.max_workers = 16
         settings.networking.request_timeout = 60
-        # The kubernetes client loads its API classes on first use (about a second on 2 cores):
-        # pay that now rather than in the first mirrors' reconciles.
-        for api_class in (client.CoreV1Api, client.AppsV1Api, client.BatchV1Api):
-            api_class(api)
 
     # The status loop starts with the first resource handler: kopf calls those only once its
     # indices hold every object listed at start-up, and a tick before that would converge

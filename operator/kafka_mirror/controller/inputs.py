@@ -11,7 +11,6 @@ from typing import Any
 
 import kopf
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from kafka_mirror import render
 from kafka_mirror.api.models import KafkaMirrorSpec
@@ -29,7 +28,10 @@ from kafka_mirror.controller.gate import NOT_ALLOWED, SpecUnusable
 from kafka_mirror.controller.resume import KubeMirrors
 from kafka_mirror.controller.standby import standing_by
 from kafka_mirror.controller.status import Problem
+from kafka_mirror.kube import read_json
 from kafka_mirror.render import CredentialEnv
+
+Secret = dict[str, Any]  # as the API server returns it
 
 
 class SecretProblem(Exception):
@@ -62,21 +64,15 @@ class Secrets:
 
     def __init__(self, api: client.ApiClient, namespace: str, any_secret: bool = False) -> None:
         self.api, self.namespace, self.any_secret = api, namespace, any_secret
-        self._read: dict[str, client.V1Secret | None] = {}
+        self._read: dict[str, Secret | None] = {}
 
-    def get(self, name: str) -> client.V1Secret | None:
+    def get(self, name: str) -> Secret | None:
         """The Secret, or None; SpecUnusable (NotAllowed) when it has not opted in."""
         if name not in self._read:
-            try:
-                self._read[name] = client.CoreV1Api(self.api).read_namespaced_secret(
-                    name, self.namespace
-                )
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-                self._read[name] = None
+            path = "/api/v1/namespaces/{namespace}/secrets/{name}"
+            self._read[name] = read_json(self.api, path, self.namespace, name)
         secret = self._read[name]
-        labels = (secret.metadata.labels if secret and secret.metadata else None) or {}
+        labels = (secret["metadata"].get("labels") if secret else None) or {}
         if secret is not None and render.is_credentials_copy(labels):
             # The copy carries no host binding of its source: naming it would send another
             # mirror's credentials wherever this one points, whatever the installer allows.
@@ -101,7 +97,7 @@ class Secrets:
         versions = {}
         for name in sorted({env.secret.name for env in envs}):
             secret = self.get(name)
-            version = secret.metadata.resource_version if secret and secret.metadata else None
+            version = secret["metadata"].get("resourceVersion") if secret else None
             versions[name] = version or "missing"
         return versions
 
@@ -123,7 +119,7 @@ class Secrets:
                     f"Secret {env.secret.name} is not in namespace {self.namespace}: create it "
                     f"with key {env.secret.key}"
                 )
-            data = secret.data or {}
+            data = secret.get("data") or {}
             if env.secret.key not in data:
                 raise SecretProblem(f"Secret {env.secret.name} has no key {env.secret.key}")
             try:
@@ -136,10 +132,10 @@ class Secrets:
         return values
 
 
-def _check_hosts(env: CredentialEnv, secret: client.V1Secret) -> None:
+def _check_hosts(env: CredentialEnv, secret: Secret) -> None:
     """A Secret annotated with HOSTS_ANNOTATION goes only to the hosts its patterns match
     (the allow-list's syntax): who labels a Secret also says where it may be sent."""
-    bound = ((secret.metadata.annotations if secret.metadata else None) or {}).get(HOSTS_ANNOTATION)
+    bound = (secret["metadata"].get("annotations") or {}).get(HOSTS_ANNOTATION)
     if bound is None:
         return
     name = env.secret.name

@@ -12,7 +12,6 @@ from typing import Any
 
 import kopf
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
 from kafka_mirror import render, render_audit, render_spark
@@ -44,7 +43,7 @@ from kafka_mirror.kafka.acl_grants import ACL_GRANTS_TOPIC
 from kafka_mirror.kafka.client import ClusterUnavailable
 from kafka_mirror.kafka.observe import ClusterReader
 from kafka_mirror.kafka.owners import without_foreign
-from kafka_mirror.kube import apply, controller_uid, delete_owned, read
+from kafka_mirror.kube import apply, controller_uid, delete_owned, read, read_json
 from kafka_mirror.render import CredentialEnv
 from kafka_mirror.topics import NameFilter, plan_topics
 
@@ -169,12 +168,8 @@ def apply_child(api: client.ApiClient, child: dict[str, Any]) -> None:
 
 
 def _read_config_map(api: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
-    try:
-        return client.CoreV1Api(api).read_namespaced_config_map(name, namespace).data
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
+    found = read_json(api, "/api/v1/namespaces/{namespace}/configmaps/{name}", namespace, name)
+    return None if found is None else found.get("data")
 
 
 def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid: str) -> None:
@@ -203,17 +198,15 @@ def delete_children(api: client.ApiClient, namespace: str, name: str, owner_uid:
 def _deployment_state(
     api: client.ApiClient, namespace: str, name: str, desired: int
 ) -> DeploymentState:
-    # The raw JSON: the client's typed Deployment (every container, volume and probe made an
-    # object) took 2.7 ms of CPU per mirror per tick, for two numbers; the JSON takes 0.01 ms.
-    try:
-        response: Any = client.AppsV1Api(api).read_namespaced_deployment(
-            render.worker_name(name), namespace, _preload_content=False
-        )
-    except ApiException as error:
-        if error.status == 404:
-            return DeploymentState(desired, 0, 0)
-        raise
-    status = json.loads(response.data).get("status") or {}
+    deployment = read_json(
+        api,
+        "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+        namespace,
+        render.worker_name(name),
+    )
+    if deployment is None:
+        return DeploymentState(desired, 0, 0)
+    status = deployment.get("status") or {}
     return DeploymentState(
         desired,
         status.get("replicas", 0),
@@ -369,12 +362,5 @@ def _load(kafka: KafkaState | None, status: KafkaMirrorStatus) -> autoscaler.Loa
 
 
 def read_mirror(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        mirror: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, MIRRORS, name
-        )
-        return dict(mirror)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{MIRRORS}/{{name}}"
+    return read_json(api, path, namespace, name)

@@ -23,12 +23,13 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError
 from pydantic import BaseModel
 
 from kafka_mirror.api.models import GROUP, VERSION
 from kafka_mirror.controller.reconcile import MIRRORS, SELECTIONS
 from kafka_mirror.controller.status import Event
-from kafka_mirror.kube import MERGE_PATCH
+from kafka_mirror.kube import MERGE_PATCH, create
 
 logger = logging.getLogger(__name__)
 
@@ -111,29 +112,30 @@ def patch_status(api: client.ApiClient, plural: str, raw: Mapping[str, Any], pat
 
 def post_event(api: client.ApiClient, raw: Mapping[str, Any], event: Event) -> None:
     """An event on the object, as kopf posts them (kopf's own poster serves its handlers only)."""
-    metadata, now = raw["metadata"], datetime.now(UTC)
-    body = client.CoreV1Event(
-        metadata=client.V1ObjectMeta(
-            generate_name="kafka-mirror-", namespace=metadata["namespace"]
-        ),
-        involved_object=client.V1ObjectReference(
-            api_version=raw["apiVersion"],
-            kind=raw["kind"],
-            name=metadata["name"],
-            namespace=metadata["namespace"],
-            uid=metadata.get("uid"),
-        ),
-        type=event.type,
-        reason=event.reason,
-        message=event.message[:1024],
-        source=client.V1EventSource(component="kafka-mirror-operator"),
-        first_timestamp=now,
-        last_timestamp=now,
-        count=1,
-    )
+    metadata = raw["metadata"]
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": "kafka-mirror-", "namespace": metadata["namespace"]},
+        "involvedObject": {
+            "apiVersion": raw["apiVersion"],
+            "kind": raw["kind"],
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata.get("uid"),
+        },
+        "type": event.type,
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "source": {"component": "kafka-mirror-operator"},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
     try:
-        client.CoreV1Api(api).create_namespaced_event(metadata["namespace"], body)
-    except ApiException as error:  # an event is a notice: its loss must not hold the status back
+        create(api, body)
+    except DynamicApiError as error:  # a notice: its loss must not hold the status back
         logger.warning(
             "event %s on %s not posted: %s", event.reason, metadata["name"], error.reason
         )
