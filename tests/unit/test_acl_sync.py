@@ -20,6 +20,7 @@ from kafka_mirror.kafka.acl_grants import (
     applications_of,
     change,
     copies,
+    moved,
     moved_by,
     parse_record,
 )
@@ -138,6 +139,10 @@ def test_moved_rights_are_copied_back_to_a_topic_of_another_name_only() -> None:
     held = {(moved_by("ns/a-to-b"), read): True}
     assert copies(held, {"t": "t.B"}) == set()
     assert copies(held, {"t": "t"}) == {read}
+    # Copied, but never listed as the applications' rights to move: b-to-a's Failover would
+    # move them back onto A's `t`, where they may have been revoked since (the attack review).
+    assert moved(held) == {read}
+    assert moved({("ns/b-to-a", read): True, (applications_of("ns/m"), read): True}) == set()
 
 
 def test_principals_are_renamed_for_the_target() -> None:

@@ -247,6 +247,11 @@ def copies(held: dict[tuple[str, Grant], bool], mirrored: dict[str, str]) -> set
     }
 
 
+def moved(held: dict[tuple[str, Grant], bool]) -> set[Grant]:
+    """The applications' rights an operation moved onto the cluster (and holds there)."""
+    return {grant for (owner, grant), owned in held.items() if owned and owner.endswith(MOVED)}
+
+
 class GrantRecords:
     """One cluster's ACL_GRANTS_TOPIC, written through `producer`; `cluster` (source or target)
     names it in refusals."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import ResourcePatternType
+from confluent_kafka.admin import AclBinding, ResourcePatternType
 
 from kafka_mirror.kafka.acl_grants import (
     LOCAL,
@@ -45,6 +45,7 @@ from kafka_mirror.kafka.acl_grants import (
     copies,
     describe,
     held_grants,
+    moved,
     name_of,
     owned_by,
     values_of,
@@ -90,6 +91,10 @@ class SourceBinding:
         if self.pattern == "LITERAL" and self.name != "*":
             return [(self.name, names[self.name])] if self.name in names else []
         return [(name, remote) for name, remote in names.items() if self.covers(name)]
+
+
+def source_binding(b: AclBinding) -> SourceBinding:
+    return SourceBinding(values_of(b)[0], name_of(b.resource_pattern_type), *values_of(b)[1:])
 
 
 def copied_operations(resource: str, operation: str, permission: str) -> tuple[str, ...]:
@@ -216,17 +221,30 @@ class AclSync:
         # revocation on the other side (in a pair A⇄B). Whoever may write the source's grants
         # topic could so hold a copy back (docs/runbook-dr.md), so never a DENY: a DENY copied
         # back at worst outlives its revocation, a DENY held back would open a topic.
-        made_on_source = self._copies_on_source(mirrored)
-        bindings = [
-            SourceBinding(values_of(b)[0], name_of(b.resource_pattern_type), *values_of(b)[1:])
+        held_on_source = self._held_on_source()
+        made_on_source = copies(held_on_source, mirrored)
+        # Rights an operation moved onto the source are copied (as the applications' rights on
+        # the topic they came from, under another name) but never listed as theirs to move: a
+        # Failover the other way would move them back where they may have been revoked since.
+        moved_onto_source = moved(held_on_source)
+
+        def literal_allow_in(grants: set[Grant], b: AclBinding) -> bool:
+            return (
+                b.resource_pattern_type == ResourcePatternType.LITERAL
+                and name_of(b.permission_type) == "ALLOW"
+                and Grant(*values_of(b)) in grants
+            )
+
+        kept = [
+            b
             for b in source
             if b.resource_pattern_type in kinds
             and name_of(b.restype) in SYNCED
-            and not (
-                b.resource_pattern_type == ResourcePatternType.LITERAL
-                and name_of(b.permission_type) == "ALLOW"
-                and Grant(*values_of(b)) in made_on_source
-            )
+            and not literal_allow_in(made_on_source, b)
+        ]
+        bindings = [source_binding(b) for b in kept]
+        applications = [
+            source_binding(b) for b in kept if not literal_allow_in(moved_onto_source, b)
         ]
         # A group not listed (gone from the source, its offsets expired there after its
         # applications moved to the target, or a listing that failed) keeps its bindings.
@@ -242,7 +260,7 @@ class AclSync:
         self.records.record(self.mirror, plan.create, owned=True)
         # Without moveApplications the list is emptied: a list left from before would grant, at
         # a failover after the option is set again, rights revoked on the source meanwhile.
-        self._list_applications(bindings if self.applications else [], mirrored, held)
+        self._list_applications(applications if self.applications else [], mirrored, held)
         try:
             change(self.clients.target_admin, "target", plan.create, plan.delete)
         except (AclsRefused, KafkaException, TimeoutError):
@@ -275,15 +293,15 @@ class AclSync:
         self.records.record(owner, now - listed, owned=True)
         self.records.record(owner, listed - now, owned=False)
 
-    def _copies_on_source(self, mirrored: dict[str, str]) -> set[Grant]:
-        """The bindings any mirror's sync made on the source (a mirror the other way), which
-        are copies, not the applications' own: copied back, a binding revoked on one side
-        would come back from the other."""
+    def _held_on_source(self) -> dict[tuple[str, Grant], bool]:
+        """The source's grant records (a mirror the other way made copies there, an operation
+        moved rights there): copied back, a binding revoked on one side would come back from
+        the other."""
         try:
-            return copies(held_grants(self.clients.source_settings), mirrored)
+            return held_grants(self.clients.source_settings)
         except ClusterUnavailable as error:  # unreadable: nothing known copied there
             log.warning("the source's grants not read: %s", error)
-            return set()
+            return {}
 
     def _checkpointed_groups(self) -> set[str]:
         """The source's groups whose offsets the mirror checkpoints (those its group filter
